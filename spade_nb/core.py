@@ -19,7 +19,8 @@ from typing import Any, Literal, Mapping, Union
 import numpy as np
 
 # %% auto #0
-__all__ = ['FINISH_REASONS', 'ROLES', 'Completion', 'Sample', 'ConfigError', 'Config', 'Seeds', 'seed_everything']
+__all__ = ['FINISH_REASONS', 'ROLES', 'ENDINGS', 'Completion', 'Sample', 'episode_return', 'is_win', 'ConfigError', 'Config',
+           'Seeds', 'seed_everything']
 
 # %% ../nbs/00_core.ipynb #8201901f
 FINISH_REASONS = ('stop', 'length', 'context')
@@ -91,7 +92,20 @@ class Sample:
     @classmethod
     def from_dict(cls, d: Mapping) -> Sample: return cls(**d)
 
-# %% ../nbs/00_core.ipynb #3336a3a0
+# %% ../nbs/00_core.ipynb #5d2812af
+ENDINGS = ('env', 'cap', 'timeout', 'crash')
+
+def episode_return(rewards: list[float], ended_by: str = 'env') -> float:
+    "The return of an episode with per-step `rewards`, ended by the environment, a cap, a timeout or a crash."
+    if ended_by not in ENDINGS: raise ValueError(f"ended_by must be one of {ENDINGS}, got {ended_by!r}")
+    if ended_by in ('timeout', 'crash') or not rewards: return 0.0
+    return float(rewards[-1])
+
+def is_win(ret: float) -> bool:
+    "A win is a return of 1."
+    return ret >= 1.0 - 1e-9
+
+# %% ../nbs/00_core.ipynb #46f55d95
 class ConfigError(ValueError):
     "A config value that is unknown, mistyped or impossible. `key` is its dotted path."
     def __init__(self, key: str, msg: str):
@@ -102,7 +116,7 @@ class ConfigError(ValueError):
         "The same error, with its key placed under `prefix`."
         return ConfigError(f"{prefix}.{self.key}" if self.key else prefix, self.msg)
 
-# %% ../nbs/00_core.ipynb #36fd3845
+# %% ../nbs/00_core.ipynb #b0a624a9
 def _type_name(tp) -> str:
     return getattr(tp, '__name__', None) or str(tp).replace('typing.', '')
 
@@ -171,7 +185,7 @@ def _plain(v):
     if isinstance(v, dict): return {k: _plain(x) for k, x in v.items()}
     return v
 
-# %% ../nbs/00_core.ipynb #a9be7958
+# %% ../nbs/00_core.ipynb #45bda52f
 @dataclass
 class Config:
     "Base for every typed config: checked types, known keys only, YAML in and out, `validate()` hook."
@@ -249,7 +263,7 @@ class Config:
             node[leaf] = yaml.safe_load(raw) if raw.strip() else ''
         return type(self).from_dict(d)
 
-# %% ../nbs/00_core.ipynb #602f85b3
+# %% ../nbs/00_core.ipynb #8ebb284b
 def _name_key(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode('utf-8')).digest()[:16], 'little')
 
