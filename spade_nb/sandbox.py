@@ -27,7 +27,8 @@ from pathlib import Path
 from .core import Config
 
 # %% auto #0
-__all__ = ['TIER_GUARANTEES', 'SandboxLimits', 'SandboxError', 'stage_dir', 'sandbox_tier', 'SandboxedEnv', 'WorkerPool']
+__all__ = ['TIER_GUARANTEES', 'SandboxLimits', 'SandboxError', 'stage_dir', 'sandbox_tier', 'SandboxedEnv', 'spawn_worker',
+           'WorkerPool']
 
 # %% ../nbs/06_sandbox.ipynb #2b38c48f
 @dataclass
@@ -52,7 +53,8 @@ class SandboxLimits(Config):
             self.check(k, getattr(self, k) > 0, 'must be positive')
         self.check('memory_mb', self.memory_mb >= 256, 'must be at least 256 (numpy alone needs about 200 MB of address space)')
 
-# %% ../nbs/06_sandbox.ipynb #ff90fdae
+# %% ../nbs/06_sandbox.ipynb #b4bbb2f9
+_STAGE_FORMAT = 2  # bump when the staged layout changes
 _STAGED_DISTS = ('numpy', 'gymnasium', 'cloudpickle', 'typing_extensions', 'farama-notifications')
 
 class SandboxError(RuntimeError):
@@ -93,7 +95,7 @@ def stage_dir() -> Path:
     import spade_nb.envs
     pkg = Path(spade_nb.envs.__file__).parent
     own = [pkg/'envs.py', pkg/'worker.py']
-    key = hashlib.sha256(repr([sys.version] + [importlib.metadata.version(d) for d in _STAGED_DISTS]
+    key = hashlib.sha256(repr([_STAGE_FORMAT, sys.version] + [importlib.metadata.version(d) for d in _STAGED_DISTS]
                               + [p.read_bytes() for p in own]).encode()).hexdigest()[:16]
     def build(tmp: Path):
         (tmp/'spade_nb').mkdir()
@@ -151,7 +153,7 @@ def _libseccomp() -> str | None:
         return name
     return None
 
-# %% ../nbs/06_sandbox.ipynb #50c946a7
+# %% ../nbs/06_sandbox.ipynb #3b2b8300
 _UID_BASE = 1_500_000
 _uid_counter = iter(range(1 << 30))
 _uid_lock = threading.Lock()
@@ -198,11 +200,18 @@ class _Worker:
         finally:
             os.close(req_r); os.close(rep_w)
         _LIVE.add(self)
-        self.started = time.perf_counter()
-        hello = self._read(limits.start_timeout, expect_id=None)
-        if not hello.get('ready'): self.kill(); raise SandboxError('setup', f'worker did not start: {hello}')
-        self.ready_seconds = time.perf_counter() - self.started
-        self.uid = hello.get('uid')
+        self.started, self.ready_seconds, self.uid = time.perf_counter(), None, None
+
+    def wait_ready(self):
+        "Block until the worker has started (imports, limits, filter) and said so."
+        if self.ready_seconds is None:
+            try: hello = self._read(self.limits.start_timeout, expect_id=None)
+            except SandboxError as e:
+                self.dead = (e.reason, e.message); self.kill(); raise
+            if not hello.get('ready'): self.kill(); raise SandboxError('setup', f'worker did not start: {hello}')
+            self.ready_seconds = time.perf_counter() - self.started
+            self.uid = hello.get('uid')
+        return self
 
     # -- wire -------------------------------------------------------------------------------------------
     def _read_n(self, n: int, deadline: float) -> bytes:
@@ -299,12 +308,12 @@ def _bwrap_args(stage: Path, exe: str, limits: SandboxLimits) -> list[str]:
         if not str(Path(exe).resolve()).startswith(prefix + '/'): args += ['--ro-bind', exe, exe]
     return args
 
-# %% ../nbs/06_sandbox.ipynb #757f1e85
+# %% ../nbs/06_sandbox.ipynb #1c2272e5
 _TIER = None
 
 def _probe(tier: str) -> bool:
     try:
-        w = _Worker(tier, SandboxLimits(start_timeout=30))
+        w = _Worker(tier, SandboxLimits(start_timeout=30)).wait_ready()
     except (SandboxError, OSError) as e:
         return False
     w.kill()
@@ -330,17 +339,19 @@ TIER_GUARANTEES = {
     'rlimits': 'resource limits only: NOT a security boundary',
 }
 
-# %% ../nbs/06_sandbox.ipynb #f021f245
+# %% ../nbs/06_sandbox.ipynb #7263ebc4
 class SandboxedEnv:
     "Environment `code` loaded in a sandbox worker; proxies reset/step/solution/hint for many instances."
-    def __init__(self, code: str, limits: SandboxLimits | None = None, *, pool: WorkerPool | None = None, **limit_changes):
+    def __init__(self, code: str, limits: SandboxLimits | None = None, *, pool: WorkerPool | None = None,
+                 worker: _Worker | None = None, **limit_changes):
         self.limits = limits or (pool.limits if pool else SandboxLimits())
         if limit_changes: self.limits = self.limits.replace(**limit_changes)
         self.tier = sandbox_tier()
         if self.tier == 'rlimits' and not (self.limits.allow_weak or os.environ.get('SPADE_NB_ALLOW_WEAK_SANDBOX') == '1'):
             raise SandboxError('setup', 'no seccomp or namespaces here: refusing to run generated code with rlimits alone; '
                                         'set SandboxLimits(allow_weak=True) or SPADE_NB_ALLOW_WEAK_SANDBOX=1 to accept that')
-        self.worker = pool.acquire() if pool else _Worker(self.tier, self.limits)
+        self.worker = worker or (pool.acquire() if pool else _Worker(self.tier, self.limits))
+        self.worker.wait_ready()
         info = self._call('load', timeout=self.limits.load_timeout, code=code)
         if not isinstance(info.get('class_name'), str) or info.get('kind') not in ('TextEnv', 'ToolEnv'):
             self.close(); raise SandboxError('protocol', 'malformed load reply')
@@ -400,39 +411,28 @@ def _brief(x) -> str:
     r = repr(x)
     return r if len(r) <= 80 else r[:77] + '...'
 
-# %% ../nbs/06_sandbox.ipynb #e169e845
+# %% ../nbs/06_sandbox.ipynb #2ba647ed
+def spawn_worker(limits: SandboxLimits | None = None) -> _Worker:
+    "Start a worker without waiting for it: pass it to `SandboxedEnv(code, worker=...)` later."
+    return _Worker(sandbox_tier(), limits or SandboxLimits())
+
 class WorkerPool:
-    "Pre-started sandbox workers, refilled in the background. Use as a context manager."
+    "Pre-started sandbox workers; `acquire` hands one out and starts its replacement. Use as a context manager."
     def __init__(self, size: int = 2, limits: SandboxLimits | None = None):
         self.size, self.limits, self.tier = size, limits or SandboxLimits(), sandbox_tier()
-        self._ready, self._cv, self._closed = [], threading.Condition(), False
-        self._filler = threading.Thread(target=self._fill, daemon=True)
-        self._filler.start()
+        self._ready = [_Worker(self.tier, self.limits) for _ in range(size)]
+        self.closed = False
 
-    def _fill(self):
-        while True:
-            with self._cv:
-                while not self._closed and len(self._ready) >= self.size: self._cv.wait()
-                if self._closed: return
-            try: w = _Worker(self.tier, self.limits)
-            except Exception: time.sleep(0.5); continue
-            with self._cv:
-                if self._closed: w.kill(); return
-                self._ready.append(w); self._cv.notify_all()
-
-    def acquire(self, timeout: float = 60) -> _Worker:
-        with self._cv:
-            if not self._cv.wait_for(lambda: self._ready or self._closed, timeout): raise SandboxError('timeout', 'no pooled worker became ready')
-            if self._closed: raise SandboxError('setup', 'the pool is closed')
-            w = self._ready.pop(0); self._cv.notify_all()
-            return w
+    def acquire(self) -> _Worker:
+        if self.closed: raise SandboxError('setup', 'the pool is closed')
+        w = self._ready.pop(0)
+        self._ready.append(_Worker(self.tier, self.limits))
+        return w.wait_ready()
 
     def close(self):
-        with self._cv:
-            self._closed = True; self._cv.notify_all()
-            ready, self._ready = self._ready, []
-        for w in ready: w.kill()
-        self._filler.join(timeout=30)
+        self.closed = True
+        for w in self._ready: w.kill()
+        self._ready = []
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
