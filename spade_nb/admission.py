@@ -185,7 +185,7 @@ def _play(env, seed, actions=None, policy=None, rng=None, *, instance='0', cap=N
             raise SandboxError('contract', f'the episode did not end within max_turns={cap} (terminated/truncated never set)')
     return rows, (rows[-1][1] if len(rows) > 1 else 0.0)
 
-# %% ../nbs/07_admission.ipynb #c0049911
+# %% ../nbs/07_admission.ipynb #942c692f
 def _seeds_for(seeds, n) -> list[int]:
     return [int(s) for s in seeds] if seeds is not None else [secrets.randbelow(2 ** 31) for _ in range(n)]
 
@@ -250,10 +250,6 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         # 6. seed sensitivity
         if len({json.dumps(sols[s]) for s in seeds}) == 1 and len({json.dumps(fuzz[s]) for s in seeds}) == 1:
             return _reject(verdict, 'seed_insensitive', f'{len(seeds)} seeds gave the same solution and the same transcripts')
-        cross = [is_win(_play(env, t, sols[s], budget=budget, max_obs=max_obs)[1]) for s in seeds for t in seeds if s != t and sols[s] != sols[t]]
-        m['cross_seed_win_share'] = float(np.mean(cross)) if cross else 0.0
-        if cross and m['cross_seed_win_share'] > cfg.cross_seed_win_share:
-            return _reject(verdict, 'seed_insensitive', f'solutions replayed on other seeds win {m["cross_seed_win_share"]:.0%} of the time')
         # 7. negative controls
         m['controls'] = {}
         for name, policy in control_policies(env.kind).items():
@@ -262,6 +258,12 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
             m['controls'][name] = float(np.mean(wins))
             if m['controls'][name] >= cfg.control_win_share:
                 return _reject(verdict, 'degenerate_policy_wins', f'the {name!r} policy won {sum(wins)} of {len(wins)} episodes')
+        # 6b. a solution that wins on other seeds means one fixed puzzle (checked after the controls, so that
+        # "any answer wins" is reported as the degenerate policy it is)
+        cross = [is_win(_play(env, t, sols[s], budget=budget, max_obs=max_obs)[1]) for s in seeds for t in seeds if s != t and sols[s] != sols[t]]
+        m['cross_seed_win_share'] = float(np.mean(cross)) if cross else 0.0
+        if cross and m['cross_seed_win_share'] > cfg.cross_seed_win_share:
+            return _reject(verdict, 'seed_insensitive', f'solutions replayed on other seeds win {m["cross_seed_win_share"]:.0%} of the time')
         # 8. leak check
         first = {s: normalize_tokens(cert[s][0]) for s in seeds}
         common = set.intersection(*(set(t) for t in first.values()))
