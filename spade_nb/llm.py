@@ -54,7 +54,7 @@ class SamplingParams(Config):
         self.check('max_new_tokens', self.max_new_tokens >= 1, 'must be at least 1')
         self.check('stop', all(self.stop), 'stop strings must be non-empty')
 
-# %% ../nbs/02_llm.ipynb #a1b2f4a1
+# %% ../nbs/02_llm.ipynb #bd3f6b00
 Message = Mapping[str, str]
 
 @runtime_checkable
@@ -66,8 +66,8 @@ class PolicyBackend(Protocol):
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams | None = None, *,
                  use_adapter: bool = True) -> list[list[Completion]]:
         "For each prompt (token ids), `params.n` completions."
-    def chat_ids(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> list[int]:
-        "A conversation rendered by the model's chat template, as token ids."
+    def chat_ids(self, messages: Sequence[Message], *, add_generation_prompt: bool = True, tools=None) -> list[int]:
+        "A conversation rendered by the model's chat template, as token ids (tools: JSON schemas, for native tool calling)."
     def append_turn(self, ids: Sequence[int], message: Message, *, add_generation_prompt: bool = True) -> list[int]:
         "`ids` (ending in a generated reply) extended by one new turn exactly as the chat template renders it."
     def decode(self, ids: Sequence[int]) -> str: ...
@@ -116,7 +116,7 @@ def resolve_dtype(dtype: str, device: str):
         return torch.bfloat16 if device.startswith('cuda') and torch.cuda.is_bf16_supported() else torch.float32
     return getattr(torch, dtype)
 
-# %% ../nbs/02_llm.ipynb #41d9bfe9
+# %% ../nbs/02_llm.ipynb #18b8368e
 class HFPolicy:
     "A `PolicyBackend` over a transformers causal LM (optionally a peft model) on CPU or one GPU."
     def __init__(self, model, tokenizer, *, max_context: int | None = None, batch_size: int = 16, name: str = 'model'):
@@ -140,11 +140,13 @@ class HFPolicy:
         return next(self.model.parameters()).device
 
     # -- chat templates ---------------------------------------------------------------------------------
-    def chat_ids(self, messages, *, add_generation_prompt=True) -> list[int]:
+    def chat_ids(self, messages, *, add_generation_prompt=True, tools=None) -> list[int]:
+        "The conversation rendered by the chat template (with `tools` for templates that have native tool calling)."
         if not getattr(self.tokenizer, 'chat_template', None):
             raise ValueError(f"{self.name}: the tokenizer has no chat template")
+        kw = {'tools': [{'type': 'function', 'function': t} for t in tools]} if tools else {}
         ids = self.tokenizer.apply_chat_template([dict(m) for m in messages], add_generation_prompt=add_generation_prompt,
-                                                 tokenize=True, return_dict=False)
+                                                 tokenize=True, return_dict=False, **kw)
         return [int(i) for i in ids]
 
     _PROBE = ({'role': 'user', 'content': '.'}, {'role': 'assistant', 'content': '.'})

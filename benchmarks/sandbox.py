@@ -1,0 +1,86 @@
+"""Sandbox costs at the tier in use, beside their goals.
+
+- spawn-to-ready of a fresh worker, and of a pooled one (acquire -> ready; goal < 50 ms);
+- instances per worker: one worker hosting many instances of one code, round trip with 1 and with 64;
+- p50 / p99 step round trip (goal: p50 < 200 us);
+- a whole episode (reset + solution replay) in the sandbox against the same episode in-process, per seed env;
+- admission of each seed environment (goal < 2 s).
+Finishes in about a minute.   python benchmarks/sandbox.py [--steps 2000]
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from spade_nb.admission import admit
+from spade_nb.sandbox import SandboxedEnv, WorkerPool, sandbox_tier, spawn_worker
+from spade_nb.seeds import SEED_ENVS, seed_sources
+
+
+def ms(x): return f'{1000 * x:.1f} ms'
+def us(x): return f'{1e6 * x:.0f} us'
+def goal(ok): return 'met' if ok else 'NOT met'
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--steps', type=int, default=2000)
+    a = ap.parse_args()
+    sources = seed_sources()
+    print(f'tier: {sandbox_tier()}')
+
+    fresh = []
+    for _ in range(5):
+        t = time.perf_counter(); w = spawn_worker().wait_ready(); fresh.append(time.perf_counter() - t); w.kill()
+    print(f'fresh worker spawn-to-ready: median {ms(statistics.median(fresh))}')
+    pooled = []
+    with WorkerPool(size=2) as pool:
+        for _ in range(5):
+            time.sleep(0.8)  # the replacement boots while the caller works
+            t = time.perf_counter(); w = pool.acquire(); pooled.append(time.perf_counter() - t); w.kill()
+    p = statistics.median(pooled)
+    print(f'pooled worker acquire-to-ready: median {ms(p)}   (goal < 50 ms: {goal(p < 0.05)})')
+
+    code = sources['GridWalkEnv']
+    with SandboxedEnv(code) as env:
+        for n_inst in (1, 64):
+            for i in range(n_inst): env.reset(seed=i, instance=str(i))
+            times = []
+            for k in range(a.steps):
+                inst = str(k % n_inst)
+                t = time.perf_counter(); _, _, term, trunc, _ = env.step('left', instance=inst); times.append(time.perf_counter() - t)
+                if term or trunc: env.reset(seed=k, instance=inst)
+            p50, p99 = np.percentile(times, 50), np.percentile(times, 99)
+            extra = f'   (goal p50 < 200 us: {goal(p50 < 200e-6)})' if n_inst == 1 else ''
+            print(f'step round trip, {n_inst:>2} instance(s) in one worker: p50 {us(p50)}, p99 {us(p99)}{extra}')
+
+    print('episode (reset + solution replay), sandbox vs in-process:')
+    for cls in SEED_ENVS:
+        local = cls()
+        with SandboxedEnv(sources[cls.__name__]) as env:
+            ts, tl = [], []
+            for seed in range(20):
+                t = time.perf_counter()
+                env.reset(seed=seed)
+                for act in env.solution(): env.step(act)
+                ts.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                local.reset(seed=seed)
+                for act in local.solution(): local.step(act)
+                tl.append(time.perf_counter() - t)
+        print(f'  {cls.__name__:<15} sandbox {us(statistics.median(ts))}, in-process {us(statistics.median(tl))}, '
+              f'ratio {statistics.median(ts) / statistics.median(tl):.0f}x')
+
+    print('admission of the seed environments:')
+    worst = 0.0
+    for name, src in sources.items():
+        v = admit(src)
+        s = v.measurements['timings']['total']
+        worst = max(worst, s)
+        print(f'  {name:<15} {v.reason:<4} {s:.2f} s')
+    print(f'slowest admission {worst:.2f} s   (goal < 2 s: {goal(worst < 2)})')
+
+
+if __name__ == '__main__':
+    main()
