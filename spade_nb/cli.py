@@ -16,7 +16,7 @@ from .embedded import EmbeddedModelError, embedded_cache_state
 # %% auto #0
 __all__ = ['doctor', 'parser', 'main']
 
-# %% ../nbs/20_cli.ipynb #631d4877
+# %% ../nbs/20_cli.ipynb #1f64432e
 def _version(pkg: str) -> str | None:
     try: return importlib.metadata.version(pkg)
     except importlib.metadata.PackageNotFoundError: return None
@@ -33,6 +33,13 @@ def doctor() -> tuple[bool, list[str]]:
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         lines.append(f"device        {'cuda x%d (%s)' % (gpus, torch.cuda.get_device_name(0)) if gpus else 'cpu'}"
                      f", {torch.get_num_threads()} threads")
+    try:
+        from spade_nb.sandbox import TIER_GUARANTEES, sandbox_tier
+        tier = sandbox_tier()
+        lines.append(f"sandbox       {tier}: {TIER_GUARANTEES[tier]}")
+        if tier == 'rlimits': lines.append("              generated code is refused unless SPADE_NB_ALLOW_WEAK_SANDBOX=1"); ok = False
+    except Exception as e:  # doctor reports, it does not crash
+        lines.append(f"sandbox       unavailable ({e})"); ok = False
     st = embedded_cache_state()
     lines.append(f"embedded model {'cached' if st['cached'] else 'not cached yet (the first run fetches ~93 MB from PyPI and converts it)'}"
                  f" at {st['path']}")

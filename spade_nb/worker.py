@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['main']
 
-# %% ../nbs/05_worker.ipynb #e80053db
+# %% ../nbs/05_worker.ipynb #5d47144f
 import ctypes
 import json as _json
 import math as _math
@@ -126,6 +126,8 @@ def main(argv=None):
     "Worker entry: `worker IN_FD OUT_FD LIMITS_JSON`."
     argv = _sys.argv[1:] if argv is None else argv
     fin, fout, lim = int(argv[0]), int(argv[1]), _json.loads(argv[2])
+    try: ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG: die with the process that started us, at every tier
+    except (OSError, AttributeError): pass
     null = _os.open(_os.devnull, _os.O_RDWR)
     for fd in (0, 1, 2): _os.dup2(null, fd)
     _sys.path[:] = [p for p in _sys.path if p not in ('', '.', _os.getcwd())]
