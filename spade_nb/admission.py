@@ -107,7 +107,7 @@ def check_structure(code: str) -> Verdict | None:
         return Verdict(False, 'contract', 'methods must not be async', cls.name, kind)
     return None
 
-# %% ../nbs/07_admission.ipynb #5f70a7c7
+# %% ../nbs/07_admission.ipynb #9ff0b7fe
 _UNITS = {w: i for i, w in enumerate('zero one two three four five six seven eight nine ten eleven twelve thirteen '
                                      'fourteen fifteen sixteen seventeen eighteen nineteen'.split())}
 _TENS = {w: 10 * i for i, w in enumerate('_ _ twenty thirty forty fifty sixty seventy eighty ninety'.split()) if w != '_'}
@@ -122,8 +122,12 @@ def normalize_tokens(text: str) -> list[str]:
         if in_num: out.append(str(total + cur))
         total, cur, in_num = 0, 0, False
     for w in words:
-        if w in _UNITS: cur += _UNITS[w]; in_num = True
-        elif w in _TENS: cur += _TENS[w]; in_num = True
+        if w in _UNITS:
+            if in_num and cur % 100 != 0 and not (cur % 10 == 0 and cur % 100 >= 20 and _UNITS[w] < 10): flush()  # "four two" is 4 2
+            cur += _UNITS[w]; in_num = True
+        elif w in _TENS:
+            if in_num and cur % 100 != 0: flush()
+            cur += _TENS[w]; in_num = True
         elif w in _SCALES and in_num:
             if _SCALES[w] == 100: cur *= 100
             else: total += cur * _SCALES[w]; cur = 0
