@@ -46,7 +46,7 @@ class CodeBreakerEnv(TextEnv):
     def hint(self):
         return 'Start with guesses like 1122 and 3344 to learn which digits occur, then fix their positions one at a time.'
 
-# %% ../nbs/08_seeds.ipynb #b128552f
+# %% ../nbs/08_seeds.ipynb #df4d0b2d
 class NumberPathEnv(TextEnv):
     "Reach a target number from a start with moves 'add A', 'double' and 'minus B', within a move budget."
     max_turns = 10
@@ -57,11 +57,13 @@ class NumberPathEnv(TextEnv):
         self.add, self.sub = int(rng.integers(2, 8)), int(rng.integers(1, 6))
         self.start = int(rng.integers(1, 10))
         self.value, self.turn = self.start, 0
-        moves, v = [], self.start
-        for _ in range(int(rng.integers(3, 6))):
-            m = ['add', 'double', 'minus'][int(rng.integers(3))]
-            v = self._apply(v, m)
-            moves.append(m)
+        v = self.start
+        while v == self.start:  # a plan that comes back to the start would need no moves at all
+            moves, v = [], self.start
+            for _ in range(int(rng.integers(3, 6))):
+                m = ['add', 'double', 'minus'][int(rng.integers(3))]
+                v = self._apply(v, m)
+                moves.append(m)
         self.target, self.plan = v, moves
         return (f'Start at {self.start}. Reach exactly {self.target}. Moves: "add" (+{self.add}), "double" (x2), '
                 f'"minus" (-{self.sub}). Reply with one move per turn; you have {self.max_turns} moves.'), {}
@@ -246,7 +248,7 @@ class FileHuntEnv(ToolEnv):
     def hint(self):
         return 'List each directory, then read the files one by one; grep for the key in what you read.'
 
-# %% ../nbs/08_seeds.ipynb #6fcb4ca3
+# %% ../nbs/08_seeds.ipynb #7b15d603
 class LedgerEnv(ToolEnv):
     "Accounts with balances: transfer money until one account holds an exact amount, then say done."
     max_turns = 10
@@ -259,7 +261,8 @@ class LedgerEnv(ToolEnv):
         self.balances = {names[int(i)]: int(rng.integers(20, 200)) for i in idx}
         accounts = sorted(self.balances)
         self.account = accounts[int(rng.integers(len(accounts)))]
-        self.goal = self.balances[self.account] + int(rng.integers(5, 60))
+        richest = max(v for a, v in self.balances.items() if a != self.account)
+        self.goal = self.balances[self.account] + int(rng.integers(5, min(60, richest) + 1))  # one transfer can do it
         self.turns = 0
         return (f'Accounts: {", ".join(accounts)}. Make {self.account} hold exactly {self.goal} by transfers '
                 f'between accounts (no account may go below 0), then answer "done".'), {}
