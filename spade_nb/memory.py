@@ -122,7 +122,7 @@ def summarize(code: str, class_name: str, first_observation: str | None = None) 
     text = ' '.join(text.split())
     return text if len(text) <= 240 else text[:237] + '...'
 
-# %% ../nbs/12_memory.ipynb #77785637
+# %% ../nbs/12_memory.ipynb #f3f560a4
 class MemoryFileError(RuntimeError):
     "The memory file cannot be used; the message names it. The file is never modified in that case."
 
@@ -165,6 +165,7 @@ class EnvMemory:
         except sqlite3.DatabaseError as e:
             raise MemoryFileError(f'{self.path} is not a usable spade_nb memory ({e}); it was left untouched') from None
         self._cache = None
+        self._live = self.db.execute('SELECT count(*) FROM envs WHERE evicted_at IS NULL').fetchone()[0]
 
     def close(self): self.db.close()
     def __enter__(self): return self
@@ -175,7 +176,12 @@ class EnvMemory:
 
     # -- reading --------------------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return self.db.execute('SELECT count(*) FROM envs WHERE evicted_at IS NULL').fetchone()[0]
+        "Live (not evicted) environments; kept as a counter, refreshed by every write of this handle."
+        return self._live
+
+    def _recount(self):
+        self._live = self.db.execute('SELECT count(*) FROM envs WHERE evicted_at IS NULL').fetchone()[0]
+        self._cache = None
 
     def _record(self, row) -> EnvRecord:
         d = dict(zip(['id'] + _COLS, row))
@@ -224,6 +230,7 @@ class EnvMemory:
             self.db.executemany('INSERT INTO lsh VALUES (?, ?, ?)', [(b, h, env_id) for b, h in enumerate(bands)])
             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f'minhash:{env_id}', mh.tobytes().hex()))
         rec.id = env_id
+        self._live += 1
         self._cache = None
         if len(self) > self.capacity: self.evict(rec.iteration)
         return env_id, True
@@ -283,7 +290,7 @@ class EnvMemory:
         victims = [r.id for r in sorted(recs, key=lambda r: (self.value(r, iteration), r.id))[:over]]
         with self._tx():
             self.db.executemany('UPDATE envs SET evicted_at = ? WHERE id = ?', [(iteration, v) for v in victims])
-        self._cache = None
+        self._recount()
         return victims
 
     def discard_from(self, iteration: int):
@@ -302,7 +309,7 @@ class EnvMemory:
                 last = rows[-1] if rows else (None, 0) + (None,) * len(_SCORE_KEYS)
                 self.db.execute(f'UPDATE envs SET last_played = ?, plays = ?, {", ".join(f"{k} = ?" for k in _SCORE_KEYS)} WHERE id = ?',
                                 (last[0], sum(r[1] for r in rows), *last[2:], env_id))
-        self._cache = None
+        self._recount()
 
     # -- selection ------------------------------------------------------------------------------------------
     def exemplars(self, n_positive: int = 2, n_negative: int = 1, *, rng: np.random.Generator | None = None,

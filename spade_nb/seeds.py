@@ -336,11 +336,12 @@ class CalendarEnv(ToolEnv):
     def hint(self):
         return 'List the day first; book exactly one event, at the earliest free hour, with the requested title.'
 
-# %% ../nbs/08_seeds.ipynb #99a1d68e
+# %% ../nbs/08_seeds.ipynb #3742fb33
 class ShopDBEnv(ToolEnv):
     "Two tables, customers and orders: answer which city the customer behind an order lives in."
     max_turns = 8
-    CITIES = ('Lyon', 'Porto', 'Tartu', 'Gdansk', 'Ghent', 'Bergen', 'Malaga', 'Turin')
+    CITIES = ('Lyon', 'Porto', 'Tartu', 'Gdansk', 'Ghent', 'Bergen', 'Malaga', 'Turin', 'Brno', 'Cork', 'Graz', 'Kaunas',
+              'Leiden', 'Ljubljana', 'Lund', 'Nantes', 'Oulu', 'Pecs', 'Riga', 'Split', 'Tampere', 'Utrecht', 'Verona', 'Zadar')
     NAMES = ('Ada', 'Ben', 'Cleo', 'Dev', 'Eli', 'Fay', 'Gus', 'Hana', 'Ivo', 'Jun')
 
     def reset(self, seed=None, options=None):
