@@ -16,7 +16,7 @@ from .core import Config, is_win
 __all__ = ['RegretEstimate', 'estimate_regret', 'plateau', 'blend_reward', 'regret_reward', 'learnability_reward',
            'solve_rate_reward', 'RewardConfig', 'designer_reward', 'env_metrics']
 
-# %% ../nbs/14_regret.ipynb #853cad53
+# %% ../nbs/14_regret.ipynb #59ac29f8
 @dataclass
 class RegretEstimate:
     "Regret (hinted minus plain mean return) with a bootstrap interval over `n` seeds (or plays, unpaired)."
@@ -40,8 +40,9 @@ def estimate_regret(hint_returns: Sequence[float], nohint_returns: Sequence[floa
     h, p = np.asarray(hint_returns, dtype=float), np.asarray(nohint_returns, dtype=float)
     if len(h) == 0 or len(p) == 0: raise ValueError('both arms need at least one return')
     rng, a = np.random.default_rng(seed), (1 - level) / 2
-    if not paired:
-        boots = rng.choice(h, (n_boot, len(h))).mean(1) - rng.choice(p, (n_boot, len(p))).mean(1)
+    if not paired:  # each arm resampled on its own: by seed when `groups` = (hint seeds, plain seeds), else by play
+        gh, gp = groups if groups is not None else (np.arange(len(h)), np.arange(len(p)))
+        boots = _cluster_boot(h, np.asarray(gh), rng, n_boot) - _cluster_boot(p, np.asarray(gp), rng, n_boot)
         lo, hi = np.quantile(boots, [a, 1 - a])
         return RegretEstimate(float(h.mean() - p.mean()), float(lo), float(hi), len(h) + len(p), float(h.mean()), float(p.mean()), False)
     if len(h) != len(p): raise ValueError(f'paired arms need equal lengths, got {len(h)} hinted and {len(p)} plain returns')
@@ -53,7 +54,15 @@ def estimate_regret(hint_returns: Sequence[float], nohint_returns: Sequence[floa
     lo, hi = np.quantile(boots, [a, 1 - a])
     return RegretEstimate(float(diffs.mean()), float(lo), float(hi), len(diffs), float(h.mean()), float(p.mean()), True)
 
-# %% ../nbs/14_regret.ipynb #a4a81535
+# %% ../nbs/14_regret.ipynb #4e35a2d4
+def _cluster_boot(x: np.ndarray, g: np.ndarray, rng, n_boot: int) -> np.ndarray:
+    "Bootstrap means of `x`, resampling its groups whole (each group weighted by its size)."
+    keys = list(dict.fromkeys(g.tolist()))
+    sums = np.array([x[g == k].sum() for k in keys]); counts = np.array([(g == k).sum() for k in keys])
+    idx = rng.integers(0, len(keys), (n_boot, len(keys)))
+    return sums[idx].sum(1) / counts[idx].sum(1)
+
+# %% ../nbs/14_regret.ipynb #afbd8ca7
 def plateau(p: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> float:
     "1 on [lo, hi], falling linearly to 0 over `ramp` on each side."
     if lo <= p <= hi: return 1.0
@@ -75,7 +84,7 @@ def learnability_reward(win_rate: float) -> float:
 
 def solve_rate_reward(win_rate: float) -> float: return plateau(win_rate)
 
-# %% ../nbs/14_regret.ipynb #ee864431
+# %% ../nbs/14_regret.ipynb #0f919b3a
 @dataclass
 class RewardConfig(Config):
     "Which designer reward, and the penalties."
@@ -98,7 +107,7 @@ def designer_reward(cfg: RewardConfig, est: RegretEstimate | None, win_rate_nohi
     if cfg.variant == 'learnability': return learnability_reward(win_rate_nohint)
     return solve_rate_reward(win_rate_nohint)
 
-# %% ../nbs/14_regret.ipynb #12d1a8dc
+# %% ../nbs/14_regret.ipynb #c1a05624
 def env_metrics(episodes, *, paired: bool = True, seed: int = 0, level: float = 0.9, n_boot: int = 2000) -> dict[str, dict]:
     "For each environment in `episodes` (rollout `Episode`s): R_hint, R_no_hint, regret and interval, win rates, turns, parse failures."
     out = {}
