@@ -274,7 +274,7 @@ class HFPolicy:
             if unexpected: raise ValueError(f"adapter weights do not fit the attached adapter: {unexpected[:3]} ...")
         self.adapter_version = int(version)
 
-# %% ../nbs/02_llm.ipynb #aad1a82e
+# %% ../nbs/02_llm.ipynb #e3cae1d6
 def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     "Load the policy that `cfg` names: the embedded default, a local folder, or a hub id (the usual way)."
     import torch
@@ -298,15 +298,16 @@ def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     return policy
 
 def tiny_policy(seed: int = 0, *, hidden_size: int = 64, num_layers: int = 2, max_context: int = 1024,
-                batch_size: int = 16) -> HFPolicy:
-    "A tiny randomly initialised Llama with the embedded model's real tokenizer and chat template, for fast tests."
+                batch_size: int = 16, init_std: float = 0.02) -> HFPolicy:
+    "A tiny randomly initialised Llama with the embedded model's real tokenizer and chat template, for fast tests (a larger `init_std` makes it peakier)."
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
     tok = AutoTokenizer.from_pretrained(embedded_model_path())
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                       num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=max_context, tie_word_embeddings=True,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                      initializer_range=init_std)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(cfg)
