@@ -18,7 +18,7 @@ from .embedded import embedded_model_path, is_embedded, _clear_quantized_tags
 __all__ = ['Message', 'LLMConfig', 'SamplingParams', 'PolicyBackend', 'resolve_device', 'resolve_dtype', 'HFPolicy',
            'load_policy', 'tiny_policy']
 
-# %% ../nbs/02_llm.ipynb #5c7715aa
+# %% ../nbs/02_llm.ipynb #5674ee5e
 @dataclass
 class LLMConfig(Config):
     "Which model the policy is and how it is loaded."
@@ -30,6 +30,7 @@ class LLMConfig(Config):
     max_context: int | None = None  # cap on prompt + completion tokens; None: the model's own window
     batch_size: int = 16  # sequences per generate call
     adapter: str | None = None  # a saved LoRA adapter folder to start from
+    quantization: Literal['none', 'nf4', 'int8'] = 'none'  # 'nf4' loads 4-bit weights for QLoRA (bitsandbytes, CPU or CUDA)
     trust_remote_code: bool = False
     attn_implementation: str | None = None  # e.g. 'sdpa', 'flash_attention_2'
 
@@ -274,7 +275,7 @@ class HFPolicy:
             if unexpected: raise ValueError(f"adapter weights do not fit the attached adapter: {unexpected[:3]} ...")
         self.adapter_version = int(version)
 
-# %% ../nbs/02_llm.ipynb #e3cae1d6
+# %% ../nbs/02_llm.ipynb #be60580f
 def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     "Load the policy that `cfg` names: the embedded default, a local folder, or a hub id (the usual way)."
     import torch
@@ -288,11 +289,17 @@ def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
         if cfg.attn_implementation: kw['attn_implementation'] = cfg.attn_implementation
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(cfg.dtype, device), **kw)
+        dtype = resolve_dtype(cfg.dtype, device)
+        if cfg.quantization != 'none':
+            from transformers import BitsAndBytesConfig
+            kw['quantization_config'] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_compute_dtype=dtype) \
+                if cfg.quantization == 'nf4' else BitsAndBytesConfig(load_in_8bit=True)
+            kw['device_map'] = device
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
     except OSError as e:
         raise OSError(f"could not load model {cfg.model!r}: {e}") from e
     if cfg.gguf_file: _clear_quantized_tags(model)
-    policy = HFPolicy(model.to(device), tok, max_context=cfg.max_context, batch_size=cfg.batch_size,
+    policy = HFPolicy(model if cfg.quantization != 'none' else model.to(device), tok, max_context=cfg.max_context, batch_size=cfg.batch_size,
                       name='SmolLM2-135M-Instruct (embedded)' if is_embedded(cfg.model) else str(cfg.model))
     if cfg.adapter: policy.set_adapter(cfg.adapter, version=0)
     return policy

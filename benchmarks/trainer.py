@@ -1,0 +1,82 @@
+"""Trainer costs: a training step against a plain peft forward and backward, then LoRA against QLoRA memory.
+
+1. Our `Trainer.train_step` (advantages, micro-batching, clipped token loss, backward, clipping, AdamW)
+   against a plain forward + backward of the same peft model on the same tokens, same precision, no KL
+   on either side: ratio of median wall times (goal: overhead at most 15%).
+2. Peak resident memory of a LoRA and a QLoRA (NF4) training step on the embedded model, each measured in
+   its own subprocess.
+About three minutes on 2 CPU cores.   python benchmarks/trainer.py [--seqs 8] [--len 256] [--reps 3]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+MEM = r'''
+import json, resource, sys
+from spade_nb.core import Sample
+from spade_nb.llm import load_policy
+from spade_nb.trainer import Trainer, TrainerConfig
+import numpy as np
+pol = load_policy(quantization=sys.argv[1])
+tr = Trainer(pol, TrainerConfig(lr=1e-4))
+rng = np.random.default_rng(0)
+ss = [Sample(rng.integers(3, 40000, 256).tolist(), [0] * 64 + [1] * 192, [0.0] * 64 + [-1.0] * 192, 'agent', float(i % 2), 'g') for i in range(8)]
+tr.train_step(ss)
+print(json.dumps({'peak_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+'''
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--seqs', type=int, default=8)
+    ap.add_argument('--len', type=int, default=256)
+    ap.add_argument('--reps', type=int, default=3)
+    a = ap.parse_args()
+    import numpy as np
+    import torch
+    from spade_nb.core import Sample
+    from spade_nb.llm import load_policy
+    from spade_nb.trainer import Trainer, TrainerConfig
+
+    pol = load_policy()
+    tr = Trainer(pol, TrainerConfig(lr=1e-5, micro_batch_tokens=a.seqs * a.len))
+    rng = np.random.default_rng(0)
+    prompt = a.len // 4
+    samples = [Sample(rng.integers(3, 40000, a.len).tolist(), [0] * prompt + [1] * (a.len - prompt),
+                      [0.0] * prompt + [-1.0] * (a.len - prompt), 'agent', float(i % 2), 'g') for i in range(a.seqs)]
+    ids = torch.tensor([s.token_ids for s in samples])
+    att = torch.ones_like(ids)
+    mask = torch.tensor([s.loss_mask for s in samples], dtype=torch.float32)
+
+    def plain():
+        tr.model.train()
+        logits = tr.model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+        lp = torch.log_softmax(logits, -1).gather(2, ids[:, 1:, None]).squeeze(2)
+        loss = -(lp * mask[:, 1:]).sum() / mask.sum()
+        loss.backward()
+        tr.model.zero_grad(set_to_none=True)
+
+    def ours(): tr.train_step(samples)
+
+    plain(); ours()  # warm-up
+    tp, to = [], []
+    for _ in range(a.reps):
+        t = time.perf_counter(); plain(); tp.append(time.perf_counter() - t)
+        t = time.perf_counter(); ours(); to.append(time.perf_counter() - t)
+    mp, mo = statistics.median(tp), statistics.median(to)
+    print(f'{a.seqs} sequences x {a.len} tokens, LoRA r=16 on q,k,v,o, fp32 on {torch.get_num_threads()} threads, {a.reps} reps')
+    print(f'plain peft forward+backward  median {mp:.2f} s')
+    print(f'Trainer.train_step           median {mo:.2f} s')
+    print(f'overhead {mo / mp - 1:+.1%}   (goal <= +15%: {"met" if mo / mp <= 1.15 else "NOT met"})')
+    for q in ('none', 'nf4'):
+        r = subprocess.run([sys.executable, '-c', MEM, q], capture_output=True, text=True)
+        peak = json.loads(r.stdout.strip().splitlines()[-1])['peak_mb'] if r.returncode == 0 else float('nan')
+        print(f'peak memory of one training step, {"LoRA (fp32 base)" if q == "none" else "QLoRA (NF4 base)":<17} {peak:8.0f} MB'
+              + ('' if r.returncode == 0 else f'  (failed: {r.stderr.strip().splitlines()[-1][:200]})'))
+
+
+if __name__ == '__main__':
+    main()
