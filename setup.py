@@ -35,9 +35,10 @@ setuptools.setup(
         'Natural Language :: ' + cfg['language'],
         'Topic :: Scientific/Engineering :: Artificial Intelligence',
     ] + ['Programming Language :: Python :: ' + v for v in py_versions[py_versions.index(min_python):]],
-    packages=setuptools.find_packages(include=['spade_nb', 'spade_nb.*']),
+    packages=setuptools.find_packages(include=['spade_nb', 'spade_nb.*']) + ['spade_nb.configs'],
+    package_dir={'spade_nb.configs': 'configs'},  # the presets ship inside the package as spade_nb/configs
     include_package_data=True,
-    package_data={'spade_nb': ['*.yaml', 'data/**/*']},
+    package_data={'spade_nb.configs': ['*.yaml']},
     python_requires='>=' + min_python,
     install_requires=reqs('requirements'),
     extras_require={'dev': reqs('dev_requirements'), 'vllm': reqs('vllm_requirements'),
