@@ -45,7 +45,7 @@ def doctor() -> tuple[bool, list[str]]:
                  f" at {st['path']}")
     return ok, lines
 
-# %% ../nbs/20_cli.ipynb #c7eb93aa
+# %% ../nbs/20_cli.ipynb #48a33d2d
 def _generate(args) -> int:
     from spade_nb.llm import LLMConfig, SamplingParams, load_policy
     cfg = LLMConfig(model=args.model, max_context=args.max_context)
@@ -63,6 +63,81 @@ def _doctor(args) -> int:
     print('ready: the default preset can run' if ok else 'not ready: install the missing packages above')
     return 0 if ok else 1
 
+def _selfplay(args) -> int:
+    from pathlib import Path
+    from spade_nb.selfplay import Run, SelfPlay, load_config
+    if args.resume:
+        if args.preset or args.config or args.set or args.run_dir:
+            raise ValueError('--resume takes no other options: the run directory holds its config')
+        sp = SelfPlay.resume(args.resume)
+    else:
+        cfg = load_config(args.preset or 'tiny-cpu', config=args.config, overrides=args.set or [])
+        run_dir = Path(args.run_dir or Path('runs')/cfg.name)
+        print(f'spade selfplay: preset {cfg.name}, {cfg.selfplay.iterations} iterations, run directory {run_dir}')
+        sp = SelfPlay.start(cfg, run_dir)
+    sp.run()
+    run = Run.load(sp.dir)
+    last = run.metrics[-1] if run.metrics else {}
+    print('\n' + '=' * 72)
+    print(f'run directory   {sp.dir}')
+    print(f'iterations      {len(run.metrics)}   environments in memory {len(run.memory)}   rejected designs {len(run.memory.rejected())}')
+    print(f'admitted        {[r.get("admitted") for r in run.metrics]} per iteration')
+    print(f'held-out wins   {[None if r.get("win_rate_heldout") is None else round(r["win_rate_heldout"], 3) for r in run.metrics]}')
+    print(f'losses          agent {last.get("loss_agent")}, designer {last.get("loss_designer")}; adapter version {last.get("adapter_version")}')
+    print(f'plots           {sp.dir / "plots"}   metrics {sp.dir / "metrics.jsonl"}   transcripts {sp.dir / "transcripts"}')
+    print(f'in Python       from spade_nb.selfplay import Run; Run.load({str(sp.dir)!r})')
+    return 0
+
+def _play(args) -> int:
+    from pathlib import Path
+    from spade_nb.protocol import parse_action
+    from spade_nb.sandbox import SandboxedEnv
+    from spade_nb.seeds import seed_sources
+    if args.memory:
+        from spade_nb.memory import EnvMemory
+        if not Path(args.memory).is_file(): raise FileNotFoundError(f'memory not found: {args.memory}')
+        code = EnvMemory(args.memory).get(int(args.env)).code
+    elif args.env in seed_sources(): code = seed_sources()[args.env]
+    elif Path(args.env).is_file(): code = Path(args.env).read_text()
+    else: raise FileNotFoundError(f'no seed environment or file named {args.env!r} (seed environments: {", ".join(seed_sources())})')
+    with SandboxedEnv(code) as env:
+        obs, _ = env.reset(seed=args.seed)
+        print(f'{env.class_name} ({env.kind}), seed {args.seed}. Type your action; for a ToolEnv a tool call as JSON or \\boxed{{answer}}; Ctrl-D quits.')
+        if env.kind == 'ToolEnv': print('tools: ' + ', '.join(t['name'] for t in env.tools))
+        print(obs)
+        r = 0.0
+        for _ in range(env.max_turns or 25):
+            try: line = input('> ')
+            except EOFError: break
+            action = line if env.kind == 'TextEnv' else (parse_action('ToolEnv', line)[0] or line)
+            obs, r, term, trunc, _ = env.step(action)
+            print(obs)
+            if term or trunc: break
+        print(f'return {r}')
+    return 0
+
+def _memory(args) -> int:
+    from pathlib import Path
+    from spade_nb.memory import EnvMemory
+    path = Path(args.path)
+    if path.is_dir(): path = path/'memory.sqlite'
+    if not path.is_file(): raise FileNotFoundError(f'memory not found: {path}')
+    mem = EnvMemory(path)
+    if args.action == 'list':
+        for r in mem.records():
+            print(f'{r.id:>5} {r.class_name:<24} {r.skill:<15} {r.origin:<8} regret {r.regret if r.regret is not None else "-"!s:<8} '
+                  f'win {r.win_rate_nohint if r.win_rate_nohint is not None else "-"!s:<6} {r.summary[:60]}')
+        print(f'{len(mem)} environments, {len(mem.rejected())} rejected designs')
+    elif args.action == 'show':
+        if args.id is None: raise ValueError('memory show needs an environment id')
+        r = mem.get(args.id)
+        print(f'{r.class_name} ({r.kind}, {r.skill}, {r.origin}); provenance {r.provenance}; scores {mem.history(r.id)}')
+        print(r.code)
+    else:
+        if not args.out: raise ValueError('memory export needs --out FILE')
+        print(f'exported {mem.export(args.out)} environments to {args.out}')
+    return 0
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='spade', description='SPADE: self-play in executable environments.')
     sub = p.add_subparsers(dest='command', required=True)
@@ -77,13 +152,31 @@ def parser() -> argparse.ArgumentParser:
     g.set_defaults(run=_generate)
     d = sub.add_parser('doctor', help='what this machine can run')
     d.set_defaults(run=_doctor)
+    sp = sub.add_parser('selfplay', help='run self-play (the main job)')
+    sp.add_argument('--preset', default=None, help='a preset name from configs/ (default tiny-cpu)')
+    sp.add_argument('--config', default=None, help='a YAML config file instead of a preset')
+    sp.add_argument('--set', action='append', metavar='KEY=VALUE', help='override a config key, e.g. selfplay.iterations=3')
+    sp.add_argument('--run-dir', default=None, help='where the run is written (default runs/<preset name>)')
+    sp.add_argument('--resume', default=None, metavar='RUN_DIR', help='continue a run after a crash or a kill')
+    sp.set_defaults(run=_selfplay)
+    pl = sub.add_parser('play', help='play an environment yourself in the terminal')
+    pl.add_argument('env', help='a seed environment name, a Python file, or an id with --memory')
+    pl.add_argument('--memory', default=None, help='a memory.sqlite to take the environment id from')
+    pl.add_argument('--seed', type=int, default=0)
+    pl.set_defaults(run=_play)
+    me = sub.add_parser('memory', help='look into an environment memory')
+    me.add_argument('action', choices=['list', 'show', 'export'])
+    me.add_argument('path', help='a run directory or a memory.sqlite')
+    me.add_argument('id', nargs='?', type=int, default=None)
+    me.add_argument('--out', default=None)
+    me.set_defaults(run=_memory)
     return p
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `spade` console script."
     args = parser().parse_args(argv)
     try: return args.run(args)
-    except (ConfigError, EmbeddedModelError, OSError, ValueError) as e:
+    except (ConfigError, EmbeddedModelError, OSError, ValueError, KeyError, RuntimeError) as e:
         print(f"spade {args.command}: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
