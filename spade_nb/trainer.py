@@ -106,7 +106,7 @@ def k3_kl(logp, ref_logp):
     d = ref_logp - logp
     return torch.exp(d) - d - 1
 
-# %% ../nbs/15_trainer.ipynb #beb231aa
+# %% ../nbs/15_trainer.ipynb #6711521d
 def _dist():
     import torch.distributed as dist
     return dist if dist.is_available() and dist.is_initialized() else None
@@ -269,7 +269,7 @@ class Trainer:
     def _publish(self):
         "Hand the new adapter version to the backend (in-process it is the same model: only the version moves)."
         self.policy.model = self.model
-        self.policy.adapter_version = self.step
+        self.policy.adapter_version = self.step or None  # an adapter never updated is the base model
 
     # -- checkpoints ----------------------------------------------------------------------------------------
     def save(self, path: str | Path):

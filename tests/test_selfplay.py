@@ -1,0 +1,95 @@
+"""The main job: a run killed with SIGKILL resumes and ends equal to an uninterrupted one; one real iteration."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from spade_nb.memory import EnvMemory
+from spade_nb.selfplay import Run, SelfPlay, load_config
+
+FAST = ['selfplay.iterations=3', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.eval_seeds=1',
+        'selfplay.heldout=[CaesarEnv]', 'designer.max_new_tokens=24', 'designer.document_tokens=64', 'hints.max_new_tokens=8',
+        'rollout.max_new_tokens=8', 'rollout.max_turns=2', 'trainer.lr=1e-2', 'selfplay.format_bonus=0.1',
+        'selfplay.progress_bonus=0.05', 'designer.max_new_tokens=1024', 'hints.source=inline']
+
+SCRIPT = '''
+import sys, zlib
+from spade_nb.llm import ScriptedPolicy, tiny_policy
+from spade_nb.selfplay import SelfPlay, load_config
+from spade_nb.seeds import seed_sources
+cfg = load_config('tiny-cpu', overrides={fast!r})
+mode, run_dir = sys.argv[1], sys.argv[2]
+GOOD = seed_sources()['GridWalkEnv'].replace('class GridWalkEnv', 'class MazeEnv').replace(
+    'Reply with up, down, left or right.', 'Moves: up, down, left, right.').replace('        self.turn = 0\\n', '        self.turn = 0\\n        self.kind = 1\\n')
+
+def script(text, k):
+    "Stateless, so that a resumed process replies exactly as an uninterrupted one."
+    h = zlib.crc32(text.encode())
+    if 'Environment Designer' in text: return f'```python\\n{{GOOD}}\\n```' if h % 2 == 0 else 'no idea'
+    if 'privileged hint' in text: return None
+    return 'I go \\\\boxed{{up}}' if zlib.crc32(text.split('assistant')[0].encode()) % 2 else 'hmm'
+
+pol = ScriptedPolicy(tiny_policy(max_context=4096), script)
+sp = SelfPlay.start(cfg, run_dir, policy=pol) if mode == 'start' else SelfPlay.resume(run_dir, policy=pol)
+sp.run()
+'''
+
+
+def _launch(tmp, mode, run_dir):
+    script = tmp/'run.py'
+    script.write_text(SCRIPT.format(fast=FAST))
+    return subprocess.Popen([sys.executable, str(script), mode, str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _state(run_dir):
+    rows = [{k: v for k, v in r.items() if not k.startswith('seconds')} for r in Run.read_metrics(run_dir)]
+    with EnvMemory(Path(run_dir)/'memory.sqlite') as m:
+        records = [asdict(r) for r in m.records(include_evicted=True)]
+        rejected = [(r['sha256'], r['reason'], r['iteration']) for r in m.rejected()]
+        history = [m.history(r['id']) for r in records]
+    return rows, records, rejected, history
+
+
+def test_killed_run_resumes_to_the_same_end(tmp_path):
+    ref = _launch(tmp_path, 'start', tmp_path/'straight')
+    out, _ = ref.communicate(timeout=900)
+    assert ref.returncode == 0, out[-3000:]
+    p = _launch(tmp_path, 'start', tmp_path/'killed')
+    metrics = tmp_path/'killed'/'metrics.jsonl'
+    deadline = time.monotonic() + 600
+    while (not metrics.exists() or len(metrics.read_text().splitlines()) < 1) and time.monotonic() < deadline: time.sleep(0.2)
+    time.sleep(2.0)  # into the second iteration
+    p.send_signal(signal.SIGKILL); p.wait()
+    done_before = len(Run.read_metrics(tmp_path/'killed'))
+    assert done_before < 3, 'the run finished before it could be killed'
+    r = _launch(tmp_path, 'resume', tmp_path/'killed')
+    out, _ = r.communicate(timeout=900)
+    assert r.returncode == 0, out[-3000:]
+    assert 'resuming' in out
+    a, b = _state(tmp_path/'straight'), _state(tmp_path/'killed')
+    assert [row['iteration'] for row in b[0]] == [0, 1, 2]
+    assert a[0] == b[0]  # metric rows (timings aside)
+    assert a[1] == b[1] and a[2] == b[2] and a[3] == b[3]  # memory contents, rejected designs, score histories
+    assert any(r['admitted'] for r in a[0]) and any(r['adv_abs_agent'] for r in a[0]) and a[0][-1]['adapter_version'] >= 1  # really trained
+
+
+def test_one_real_iteration_with_the_embedded_model(tmp_path):
+    "The designer writes for itself; everything real. The preset, one iteration, a little smaller."
+    cfg = load_config('tiny-cpu', overrides=['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'designer.skills=[reasoning_game]',
+                                             'designer.max_new_tokens=160', 'selfplay.eval_seeds=2'])
+    sp = SelfPlay.start(cfg, tmp_path/'run')
+    (row,) = sp.run()
+    run = Run.load(tmp_path/'run')
+    assert row['designs'] == 2 and row['admitted'] + sum(row['rejected_by_reason'].values()) >= 2 - row['duplicates']
+    assert np.isfinite(row['loss_agent']) and np.isfinite(row['loss_designer'])
+    assert row['adapter_version'] == 1 and row['win_rate_heldout'] is not None
+    assert len(run.transcripts(0, 'designs')) == 2 and len(run.transcripts(0, 'episodes')) > 0
+    assert all((tmp_path/'run'/'plots'/f'{n}.png').is_file() for n in ('regret', 'win_rates', 'validity', 'heldout', 'loss', 'time'))
+    print({k: row[k] for k in ('admitted', 'rejected_by_reason', 'agent_samples', 'designer_samples', 'loss_agent', 'loss_designer',
+                              'win_rate_heldout', 'seconds')})
