@@ -122,7 +122,7 @@ def summarize(code: str, class_name: str, first_observation: str | None = None) 
     text = ' '.join(text.split())
     return text if len(text) <= 240 else text[:237] + '...'
 
-# %% ../nbs/12_memory.ipynb #f3f560a4
+# %% ../nbs/12_memory.ipynb #8950d834
 class MemoryFileError(RuntimeError):
     "The memory file cannot be used; the message names it. The file is never modified in that case."
 
@@ -334,17 +334,18 @@ class EnvMemory:
         if self._cache is None:
             rows = self.db.execute('SELECT id, regret, COALESCE(last_played, iteration) FROM envs WHERE evicted_at IS NULL').fetchall()
             ids = np.array([r[0] for r in rows], dtype=np.int64)
-            regret = np.array([np.inf if r[1] is None else r[1] for r in rows], dtype=np.float64)  # unplayed first
+            regret = np.array([np.inf if r[1] is None else r[1] for r in rows], dtype=np.float64)
             last = np.array([r[2] for r in rows], dtype=np.float64)
             order = np.argsort(-regret, kind='stable')
             ranks = np.empty(len(ids), dtype=np.float64)
             ranks[order] = np.arange(1, len(ids) + 1)
+            ranks[np.isinf(regret)] = 1.0  # never played: all share the top rank (played first, uniformly among them)
             self._cache = (ids, ranks, last, {})
         return self._cache
 
     def sample_replay(self, n: int, rng: np.random.Generator, *, iteration: int, beta: float = 0.3, rho: float = 0.3,
-                      kind: str | None = None) -> list[int]:
-        "Ids of `n` environments to replay: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, normalised."
+                      kind: str | None = None, replace: bool = True) -> list[int]:
+        "Ids of `n` environments to replay: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, normalised (distinct with `replace=False`)."
         ids, ranks, last, memo = self._arrays()
         if len(ids) == 0: return []
         if beta not in memo: memo[beta] = ranks ** (-1.0 / beta)
@@ -352,7 +353,8 @@ class EnvMemory:
         stale = np.maximum(iteration - last, 0.0)
         pc = stale / stale.sum() if stale.sum() > 0 else np.full(len(ids), 1.0 / len(ids))
         p = (1 - rho) * ps + rho * pc
-        return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=True, p=p / p.sum())]
+        if not replace: n = min(n, int((p > 0).sum()))
+        return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p / p.sum())]
 
     # -- import / export ------------------------------------------------------------------------------------
     def export(self, path: str | Path) -> int:

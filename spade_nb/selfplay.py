@@ -130,7 +130,7 @@ def provenance(cfg: RunConfig) -> dict:
 class RunDirError(RuntimeError):
     "A run directory that cannot be used as asked; the message names it. Nothing in it was changed."
 
-# %% ../nbs/16_selfplay.ipynb #ccaf7b11
+# %% ../nbs/16_selfplay.ipynb #a1305046
 METRICS_DOC = {
     'iteration': 'the iteration (0-based)', 'seconds': 'wall time of the iteration',
     'designs': 'designs written', 'admitted': 'designs admitted and new to the memory', 'duplicates': 'admitted designs the memory already had',
@@ -156,11 +156,15 @@ def _skill(kind: str) -> str: return 'reasoning_game' if kind == 'TextEnv' else 
 _STAGES = ['parse', 'syntax', 'no_env_class', 'contract', 'timeout', 'memory', 'crash', 'forbidden_syscall', 'output_too_large',
            'unsolvable', 'nondeterministic', 'seed_insensitive', 'degenerate_policy_wins', 'answer_leak']
 
-def _progress(reason: str) -> int:
-    "How many admission stages a rejected design got through (for `progress_bonus`)."
+def _progress(reason: str, details: str = '', code: str | None = None) -> float:
+    "How far a rejected design got through admission, in stages (for `progress_bonus`); within 'syntax', how far the parser read."
+    import re
     order = {'parse': 0, 'syntax': 1, 'no_env_class': 2, 'contract': 3, 'timeout': 4, 'memory': 4, 'crash': 4, 'forbidden_syscall': 4,
              'output_too_large': 5, 'unsolvable': 6, 'nondeterministic': 7, 'seed_insensitive': 8, 'degenerate_policy_wins': 9, 'answer_leak': 10}
-    return order.get(reason, 0)
+    stage = float(order.get(reason, 0))
+    if reason == 'syntax' and code and (m := re.search(r'line (\d+)', details or '')):
+        stage += min(1.0, (int(m.group(1)) - 1) / max(1, code.count('\n') + 1)) * 0.99  # the share of lines before the error
+    return stage
 
 class SelfPlay:
     "A self-play run in `run_dir`: `run()` to go, `SelfPlay.resume(run_dir)` to continue after a crash or a kill."
@@ -263,7 +267,7 @@ class SelfPlay:
         # 1-2. design and admit
         new_envs, design_samples = self._design(it, seeds, m, tdir) if (not sp.fixed_pool and it % sp.regen_interval == 0) else ([], [])
         # 3-4. choose, hint and play
-        replay_ids = self.memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it) if sp.replay_envs else []
+        replay_ids = self.memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False) if sp.replay_envs else []
         play_ids = list(dict.fromkeys([e for e in new_envs] + replay_ids))
         t = time.perf_counter()
         records = {i: self.memory.get(i) for i in play_ids}
@@ -358,7 +362,8 @@ class SelfPlay:
             rows.append({'design': k, 'skill': d.prompt.skill, 'mode': d.prompt.mode, 'reason': reason,
                          'details': v.details if v else d.parsed.reason, 'provenance': d.provenance, 'env_id': env_id, 'code': d.code,
                          'reply': d.completion.text})
-            reward = None if env_id is not None else (cfg.reward.inadmissible + sp.progress_bonus * _progress(reason))
+            reward = None if env_id is not None else \
+                cfg.reward.inadmissible + sp.progress_bonus * _progress(reason, v.details if v else '', d.code)
             if d.attempt == 0:  # training uses first attempts only
                 samples.append({'env_id': env_id, 'reward': reward, 'sample': None, 'd': d})
         m['seconds_admit'] = time.perf_counter() - t
