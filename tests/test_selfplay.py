@@ -88,7 +88,7 @@ def test_one_real_iteration_with_the_embedded_model(tmp_path):
     run = Run.load(tmp_path/'run')
     assert row['designs'] == 2 and row['admitted'] + sum(row['rejected_by_reason'].values()) >= 2 - row['duplicates']
     assert np.isfinite(row['loss_agent']) and np.isfinite(row['loss_designer'])
-    assert row['win_rate_heldout'] is not None and len(run.memory) == 6  # 8 seed environments, 2 held out
+    assert row['win_rate_heldout'] is not None and len(run.memory) >= 6  # 8 seed environments, 2 held out, and any admitted design
     # a 135M model often gives every group equal rewards (nothing parses): then there is no update, and the row says so
     assert row['adapter_version'] == (1 if row['zero_variance_share'] < 1 else None)
     assert len(run.transcripts(0, 'designs')) == 2 and len(run.transcripts(0, 'episodes')) > 0
