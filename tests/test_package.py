@@ -8,7 +8,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_import_does_not_load_torch():
-    code = ("import sys, spade_nb, spade_nb.core, spade_nb.embedded, spade_nb.llm, spade_nb.cli; "
+    mods = 'core embedded llm envs protocol worker sandbox admission seeds corpus designer hints memory rollout regret trainer selfplay cli'
+    imports = '; '.join(f'import spade_nb.{m}' for m in mods.split())
+    code = (f"import sys, spade_nb; {imports}; "
             "heavy = [m for m in ('torch', 'transformers', 'peft') if m in sys.modules]; "
             "assert not heavy, heavy")
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
