@@ -1,5 +1,6 @@
 "Packaging promises: a light import, a console script, one version."
 import configparser
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,12 @@ def test_version_matches_settings():
     assert spade_nb.__version__ == cfg['DEFAULT']['version']
 
 
+SPADE = shutil.which('spade') or str(Path(sys.executable).parent/'spade')
+
+
 def test_console_script_reports_bad_input_in_one_line():
-    r = subprocess.run(['spade', 'generate', 'hi', '--max-new-tokens', '0'], capture_output=True, text=True)
+    r = subprocess.run([SPADE, 'generate', 'hi', '--max-new-tokens', '0'], capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr.strip() == 'spade generate: error: max_new_tokens: must be at least 1 (got 0)'
-    r = subprocess.run(['spade', 'nonsense'], capture_output=True, text=True)
+    r = subprocess.run([SPADE, 'nonsense'], capture_output=True, text=True)
     assert r.returncode == 2 and 'invalid choice' in r.stderr
