@@ -11,9 +11,7 @@ for key in 'lib_name version description author author_email license min_python'
 
 def reqs(key): return cfg.get(key, '').split()
 
-licenses = {'mit': ('MIT License', 'OSI Approved :: MIT License')}
 statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable', '6 - Mature', '7 - Inactive']
-lic = licenses[cfg['license'].lower()]
 py_versions = ['3.10', '3.11', '3.12']
 min_python = cfg['min_python']
 
@@ -25,13 +23,12 @@ setuptools.setup(
     long_description_content_type='text/markdown',
     author=cfg['author'],
     author_email=cfg['author_email'],
-    license=lic[0],
+    license='MIT',
     url=cfg['git_url'],
     keywords=cfg.get('keywords', '').split(),
     classifiers=[
         'Development Status :: ' + statuses[int(cfg['status'])],
         'Intended Audience :: ' + cfg['audience'],
-        'License :: ' + lic[1],
         'Natural Language :: ' + cfg['language'],
         'Topic :: Scientific/Engineering :: Artificial Intelligence',
     ] + ['Programming Language :: Python :: ' + v for v in py_versions[py_versions.index(min_python):]],
