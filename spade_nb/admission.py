@@ -20,8 +20,8 @@ from .envs import final_answer, parse_tool_action
 from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Worker, sandbox_tier
 
 # %% auto #0
-__all__ = ['REASONS', 'PROBE_ACTIONS', 'Verdict', 'AdmissionConfig', 'check_structure', 'normalize_tokens', 'control_policies',
-           'admit', 'behaviour_fingerprint']
+__all__ = ['REASONS', 'PROBE_ACTIONS', 'Verdict', 'AdmissionConfig', 'check_structure', 'normalize_tokens', 'find_tokens',
+           'control_policies', 'leak_text', 'admit', 'behaviour_fingerprint']
 
 # %% ../nbs/07_admission.ipynb #5b4cb8d4
 REASONS = {
@@ -107,7 +107,7 @@ def check_structure(code: str) -> Verdict | None:
         return Verdict(False, 'contract', 'methods must not be async', cls.name, kind)
     return None
 
-# %% ../nbs/07_admission.ipynb #9ff0b7fe
+# %% ../nbs/07_admission.ipynb #62aaadda
 _UNITS = {w: i for i, w in enumerate('zero one two three four five six seven eight nine ten eleven twelve thirteen '
                                      'fourteen fifteen sixteen seventeen eighteen nineteen'.split())}
 _TENS = {w: 10 * i for i, w in enumerate('_ _ twenty thirty forty fifty sixty seventy eighty ninety'.split()) if w != '_'}
@@ -136,7 +136,7 @@ def normalize_tokens(text: str) -> list[str]:
     flush()
     return out
 
-def _find(needle: list[str], hay: list[str]) -> list[int]:
+def find_tokens(needle: list[str], hay: list[str]) -> list[int]:
     "Start positions of `needle` as a run of whole tokens in `hay`."
     n = len(needle)
     return [i for i in range(len(hay) - n + 1) if n and hay[i:i + n] == needle]
@@ -189,11 +189,11 @@ def _play(env, seed, actions=None, policy=None, rng=None, *, instance='0', cap=N
             raise SandboxError('contract', f'the episode did not end within max_turns={cap} (terminated/truncated never set)')
     return rows, (rows[-1][1] if len(rows) > 1 else 0.0)
 
-# %% ../nbs/07_admission.ipynb #942c692f
+# %% ../nbs/07_admission.ipynb #47f6ac38
 def _seeds_for(seeds, n) -> list[int]:
     return [int(s) for s in seeds] if seeds is not None else [secrets.randbelow(2 ** 31) for _ in range(n)]
 
-def _leak_text(kind: str, actions: list[str]) -> list[str] | None:
+def leak_text(kind: str, actions: list[str]) -> list[str] | None:
     "The text whose presence in the first observation would give the answer away."
     if kind == 'ToolEnv':
         answers = []
@@ -273,8 +273,8 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         common = set.intersection(*(set(t) for t in first.values()))
         leaks = []
         for s in seeds:
-            target = _leak_text(env.kind, sols[s])
-            if target and any(any(tok not in common for tok in first[s][i:i + len(target)]) for i in _find(target, first[s])):
+            target = leak_text(env.kind, sols[s])
+            if target and any(any(tok not in common for tok in first[s][i:i + len(target)]) for i in find_tokens(target, first[s])):
                 leaks.append(s)
         m['leak_seeds'] = leaks
         if len(leaks) > cfg.leak_share * len(seeds):
