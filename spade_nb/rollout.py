@@ -89,7 +89,7 @@ class RolloutResult:
         return [e.to_sample() for e in self.episodes
                 if (not e.hint or cfg.train_on_hinted) and e.env_id not in self.failures]
 
-# %% ../nbs/13_rollout.ipynb #65f8507c
+# %% ../nbs/13_rollout.ipynb #81af4eaa
 def _certify(env: SandboxedEnv, seed: int) -> bool:
     "Does the solution, replayed right after reset(seed), win?"
     inst = f'certify-{seed}'
@@ -101,18 +101,19 @@ def _certify(env: SandboxedEnv, seed: int) -> bool:
     return ended and is_win(r)
 
 def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, seed: int | None = None,
-         limits: SandboxLimits | None = None) -> RolloutResult:
+         limits: SandboxLimits | None = None, opened: dict[str, SandboxedEnv] | None = None) -> RolloutResult:
     "Play every job's seeds (both arms when it has a hint) in lockstep; one sandbox worker per environment."
     from spade_nb.llm import SamplingParams
     cfg = cfg or RolloutConfig()
     limits = (limits or SandboxLimits()).replace(call_timeout=cfg.step_timeout)
     envs, eps, inst = {}, [], {}
+    opened = dict(opened or {})  # workers the caller already loaded with a job's code: used, then closed, here
     dropped, failures = {}, {}
     stats = {'generate_seconds': 0.0, 'env_seconds': 0.0, 'generate_calls': 0, 'batches': []}
     try:
         for job in jobs:
             try:
-                env = envs[job.env_id] = SandboxedEnv(job.code, limits)
+                env = envs[job.env_id] = opened.pop(job.env_id, None) or SandboxedEnv(job.code, limits)
                 good = [s for s in job.seeds if _certify(env, s)]
             except SandboxError as e:
                 failures[job.env_id] = e.reason; continue
@@ -174,7 +175,7 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
             active = [e for e in still if e.env_id not in failures]
             stats['env_seconds'] += time.perf_counter() - t
     finally:
-        for env in envs.values(): env.close()
+        for env in [*envs.values(), *opened.values()]: env.close()
     for e in eps:
         if e.env_id in failures and e.ended_by not in ('timeout', 'crash'): e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
     return RolloutResult(eps, dropped, failures, stats)

@@ -134,14 +134,20 @@ def provenance(cfg: RunConfig) -> dict:
 class RunDirError(RuntimeError):
     "A run directory that cannot be used as asked; the message names it. Nothing in it was changed."
 
-# %% ../nbs/16_selfplay.ipynb #d3cfb425
+# %% ../nbs/16_selfplay.ipynb #2394dfd9
 METRICS_DOC = {
     'iteration': 'the iteration (0-based)', 'seconds': 'wall time of the iteration',
     'designs': 'designs written', 'admitted': 'designs admitted and new to the memory', 'duplicates': 'admitted designs the memory already had',
     'validity_rate': 'share of designs admitted', 'rejected_by_reason': 'count of rejected designs by admission reason',
     'heldout_refused': 'admitted designs refused as duplicates of held-out environments',
     'near_duplicates': 'new environments flagged as near-duplicates', 'distinct_structural': 'distinct structural fingerprints among admitted designs',
-    'distinct_behavioural': 'distinct behavioural fingerprints among admitted designs', 'skill_mix': 'designs by skill',
+    'distinct_behavioural': 'distinct behavioural fingerprints among admitted designs',
+    'near_duplicate_share': 'share of new environments flagged as near-duplicates',
+    'skill_mix': 'admitted designs by the skill they implement (TextEnv: reasoning_game, ToolEnv: tool_use)',
+    'skills_requested': 'designs by the skill the prompt asked for', 'skill_mismatch': 'admitted designs of another kind than asked for',
+    'memory_designed': 'admitted designs alive in the memory (all iterations)', 'memory_distinct_behavioural': 'distinct behavioural fingerprints among them',
+    'memory_distinct_structural': 'distinct structural fingerprints among them', 'memory_skill_mix': 'them by skill',
+    'memory_near_duplicate_share': 'share of them flagged as near-duplicates',
     'regret_mean': 'mean regret over played environments', 'regret_lo': 'mean lower end of their intervals', 'regret_hi': 'mean upper end',
     'R_hint': 'mean hinted return', 'R_no_hint': 'mean plain return', 'win_rate_hint': 'hinted win rate', 'win_rate_nohint': 'plain win rate',
     'win_rate_by_skill': 'plain win rate by skill', 'hints_rejected': 'hints the leak auditor rejected',
@@ -277,13 +283,13 @@ class SelfPlay:
         play_ids = list(dict.fromkeys([e for e in new_envs] + replay_ids))
         t = time.perf_counter()
         records = {i: self.memory.get(i) for i in play_ids}
-        hints = self._hints(records, seeds, m)
+        hints, opened = self._hints(records, seeds, m)
         m['seconds_hints'] = time.perf_counter() - t
         t = time.perf_counter()
         prng = seeds.numpy('play-seeds')
         jobs = [EnvJob(str(i), r.code, seeds=[int(x) for x in prng.integers(0, 2**31, sp.seeds_per_env)], plays=sp.plays,
                        hint=hints.get(i)) for i, r in records.items()]
-        res = play(self.policy, jobs, cfg.rollout, seed=seeds.int_seed('play') % 2**31, limits=cfg.admission.limits)
+        res = play(self.policy, jobs, cfg.rollout, seed=seeds.int_seed('play') % 2**31, limits=cfg.admission.limits, opened=opened)
         m['seconds_play'] = time.perf_counter() - t
         m['tokens_play'] = sum(sum(e.loss_mask) for e in res.episodes)
         _jsonl_append(tdir/'episodes.jsonl', [{'episode': e.episode_id, 'return': e.ret, 'turns': e.turns, 'ended_by': e.ended_by,
@@ -319,6 +325,7 @@ class SelfPlay:
         if it % sp.eval_interval == 0 and self.heldout: m.update(self._evaluate(it))
         m['seconds_eval'] = time.perf_counter() - t
         m['memory_size'] = len(self.memory)
+        m.update(self._memory_diversity())
         m['seconds'] = time.perf_counter() - t0
         for k in METRICS_DOC: m.setdefault(k, None)
         self._checkpoint(it, m)
@@ -343,7 +350,7 @@ class SelfPlay:
         m['tokens_design'] = sum(len(d.completion.token_ids) for d in designs)
         t = time.perf_counter()
         new_envs, samples, reasons = [], [], {}
-        structs, behavs, dups, near, refused = set(), set(), 0, 0, 0
+        structs, behavs, dups, near, refused, built, mismatch = set(), set(), 0, 0, 0, {}, 0
         arng = seeds.numpy('admission')
         rows = []
         for k, d in enumerate(designs):
@@ -356,14 +363,15 @@ class SelfPlay:
                 if any(h['fingerprint'] == v.fingerprint or h['structural'] == sfp for h in self.heldout.values()):
                     refused += 1; reason = 'heldout_duplicate'
                 else:
-                    env_id, is_new = self.memory.add_code(d.code, v, skill=d.prompt.skill, provenance=d.provenance, iteration=it)
-                    structs.add(sfp); behavs.add(v.fingerprint)
+                    env_id, is_new = self.memory.add_code(d.code, v, skill=_skill(v.kind), provenance=d.provenance, iteration=it)
+                    structs.add(sfp); behavs.add(v.fingerprint); built[_skill(v.kind)] = built.get(_skill(v.kind), 0) + 1
+                    mismatch += _skill(v.kind) != d.prompt.skill
                     if is_new:
                         new_envs.append(env_id)
                         near += self.memory.get(env_id).near_duplicate_of is not None
                     else: dups += 1
             elif v is not None:
-                self.memory.add_code(d.code, v, skill=d.prompt.skill, provenance=d.provenance, iteration=it)
+                self.memory.add_code(d.code, v, skill=_skill(v.kind) if v.kind else d.prompt.skill, provenance=d.provenance, iteration=it)
             reasons[reason] = reasons.get(reason, 0) + 1
             rows.append({'design': k, 'skill': d.prompt.skill, 'mode': d.prompt.mode, 'reason': reason,
                          'details': v.details if v else d.parsed.reason, 'provenance': d.provenance, 'env_id': env_id, 'code': d.code,
@@ -378,8 +386,8 @@ class SelfPlay:
         ok = sum(r['env_id'] is not None for r in rows)
         m.update(designs=len(designs), admitted=len(new_envs), duplicates=dups, validity_rate=ok / max(1, len(designs)),
                  rejected_by_reason={k: v for k, v in reasons.items() if k != 'ok'}, heldout_refused=refused, near_duplicates=near,
-                 distinct_structural=len(structs), distinct_behavioural=len(behavs),
-                 skill_mix={s: sum(d.prompt.skill == s for d in designs) for s in dcfg.skills})
+                 distinct_structural=len(structs), distinct_behavioural=len(behavs), near_duplicate_share=near / max(1, len(new_envs)),
+                 skill_mix=built, skill_mismatch=mismatch, skills_requested={s: sum(d.prompt.skill == s for d in designs) for s in dcfg.skills})
         out = []
         for s in samples:
             d = s.pop('d')
@@ -391,17 +399,29 @@ class SelfPlay:
             out.append(s)
         return new_envs, out
 
-    def _hints(self, records, seeds, m) -> dict:
+    def _memory_diversity(self) -> dict:
+        "Diversity of every designed environment alive in the memory: does the designer collapse into one kind?"
+        recs = [r for r in self.memory.records() if r.origin == 'designer' and r.verdict_reason == 'ok']
+        mix = {}
+        for r in recs: mix[r.skill] = mix.get(r.skill, 0) + 1
+        return {'memory_designed': len(recs), 'memory_distinct_behavioural': len({r.behavioural_fp for r in recs}),
+                'memory_distinct_structural': len({r.structural_fp for r in recs}), 'memory_skill_mix': mix,
+                'memory_near_duplicate_share': sum(r.near_duplicate_of is not None for r in recs) / max(1, len(recs))}
+
+    def _hints(self, records, seeds, m) -> tuple[dict, dict]:
+        "Hints by environment id, and the sandboxed environments opened to read them (handed on to `play`)."
         self._leaked = set()
-        if not records: return {}
+        if not records: return {}, {}
         from spade_nb.sandbox import SandboxedEnv, SandboxError
-        sols, kinds, inline, ids = [], [], [], []
+        sols, kinds, inline, ids, opened = [], [], [], [], {}
         hrng = seeds.numpy('hint-seeds')
+        limits = self.cfg.admission.limits.replace(call_timeout=self.cfg.rollout.step_timeout)  # as `play` would open it
         for i, r in records.items():
             try:
-                with SandboxedEnv(r.code, self.cfg.admission.limits) as env:
-                    env.reset(seed=int(hrng.integers(0, 2**31)))
-                    sols.append(env.solution()); kinds.append(env.kind); inline.append(env.hint()); ids.append(i)
+                env = SandboxedEnv(r.code, limits)
+                env.reset(seed=int(hrng.integers(0, 2**31)), instance='hint')
+                sols.append(env.solution(instance='hint')); kinds.append(env.kind); inline.append(env.hint(instance='hint')); ids.append(i)
+                opened[str(i)] = env
             except SandboxError:
                 continue
         hs = write_hints(self.policy, [records[i].code for i in ids], sols, kinds, self.cfg.hints, inline=inline,
@@ -412,7 +432,7 @@ class SelfPlay:
         for i, h in zip(ids, hs):
             if h.ok: out[i] = h.text
             else: self._leaked.add(i)
-        return out
+        return out, opened
 
     def _agent_sample(self, e) -> Sample:
         s = e.to_sample()
