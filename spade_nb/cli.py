@@ -45,7 +45,7 @@ def doctor() -> tuple[bool, list[str]]:
                  f" at {st['path']}")
     return ok, lines
 
-# %% ../nbs/20_cli.ipynb #48a33d2d
+# %% ../nbs/20_cli.ipynb #890c39c7
 def _generate(args) -> int:
     from spade_nb.llm import LLMConfig, SamplingParams, load_policy
     cfg = LLMConfig(model=args.model, max_context=args.max_context)
@@ -83,6 +83,8 @@ def _selfplay(args) -> int:
     print(f'iterations      {len(run.metrics)}   environments in memory {len(run.memory)}   rejected designs {len(run.memory.rejected())}')
     print(f'admitted        {[r.get("admitted") for r in run.metrics]} per iteration')
     print(f'held-out wins   {[None if r.get("win_rate_heldout") is None else round(r["win_rate_heldout"], 3) for r in run.metrics]}')
+    evals = [r for r in run.metrics if r.get('win_rate_heldout') is not None]
+    if evals: print(f'  last, by env  {", ".join(f"{k} {v:.2f}" for k, v in (evals[-1].get("win_rate_heldout_by_env") or {}).items())}')
     print(f'losses          agent {last.get("loss_agent")}, designer {last.get("loss_designer")}; adapter version {last.get("adapter_version")}')
     print(f'plots           {sp.dir / "plots"}   metrics {sp.dir / "metrics.jsonl"}   transcripts {sp.dir / "transcripts"}')
     print(f'in Python       from spade_nb.selfplay import Run; Run.load({str(sp.dir)!r})')
@@ -98,8 +100,12 @@ def _play(args) -> int:
         if not Path(args.memory).is_file(): raise FileNotFoundError(f'memory not found: {args.memory}')
         code = EnvMemory(args.memory).get(int(args.env)).code
     elif args.env in seed_sources(): code = seed_sources()[args.env]
+    elif args.env.startswith('rg:'):
+        from spade_nb.heldout import rg_env_source
+        code = rg_env_source(args.env[3:])
     elif Path(args.env).is_file(): code = Path(args.env).read_text()
-    else: raise FileNotFoundError(f'no seed environment or file named {args.env!r} (seed environments: {", ".join(seed_sources())})')
+    else: raise FileNotFoundError(f'no seed environment or file named {args.env!r} (seed environments: {", ".join(seed_sources())}; '
+                                  'reasoning-gym datasets as rg:<dataset>)')
     with SandboxedEnv(code) as env:
         obs, _ = env.reset(seed=args.seed)
         print(f'{env.class_name} ({env.kind}), seed {args.seed}. Type your action; for a ToolEnv a tool call as JSON or \\boxed{{answer}}; Ctrl-D quits.')
@@ -160,7 +166,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument('--resume', default=None, metavar='RUN_DIR', help='continue a run after a crash or a kill')
     sp.set_defaults(run=_selfplay)
     pl = sub.add_parser('play', help='play an environment yourself in the terminal')
-    pl.add_argument('env', help='a seed environment name, a Python file, or an id with --memory')
+    pl.add_argument('env', help='a seed environment name, rg:<dataset> (reasoning-gym), a Python file, or an id with --memory')
     pl.add_argument('--memory', default=None, help='a memory.sqlite to take the environment id from')
     pl.add_argument('--seed', type=int, default=0)
     pl.set_defaults(run=_play)
