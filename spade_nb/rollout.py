@@ -16,7 +16,7 @@ from .sandbox import SandboxedEnv, SandboxError, SandboxLimits
 # %% auto #0
 __all__ = ['RolloutConfig', 'EnvJob', 'Episode', 'RolloutResult', 'play']
 
-# %% ../nbs/13_rollout.ipynb #bad399af
+# %% ../nbs/13_rollout.ipynb #763e11d5
 @dataclass
 class RolloutConfig(Config):
     "How the agent plays."
@@ -25,11 +25,13 @@ class RolloutConfig(Config):
     temperature: float = 1.0  # training rollouts sample at top_p = 1 (exact behaviour log-probs)
     step_timeout: float = 5.0
     train_on_hinted: bool = False  # ablation: off-policy with respect to the hint
+    demonstrations: int = 0  # worked examples of the action format before the first observation (small models; never trained)
 
     def validate(self):
         self.check('max_turns', self.max_turns >= 1, 'must be at least 1')
         self.check('max_new_tokens', self.max_new_tokens >= 1, 'must be at least 1')
         self.check('step_timeout', self.step_timeout > 0, 'must be positive')
+        self.check('demonstrations', 0 <= self.demonstrations <= 2, 'must be 0, 1 or 2')
 
 @dataclass
 class EnvJob:
@@ -89,7 +91,7 @@ class RolloutResult:
         return [e.to_sample() for e in self.episodes
                 if (not e.hint or cfg.train_on_hinted) and e.env_id not in self.failures]
 
-# %% ../nbs/13_rollout.ipynb #81af4eaa
+# %% ../nbs/13_rollout.ipynb #d2ba3a5a
 def _certify(env: SandboxedEnv, seed: int) -> bool:
     "Does the solution, replayed right after reset(seed), win?"
     inst = f'certify-{seed}'
@@ -124,7 +126,8 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
                         iid = f'{s}-{int(hinted)}-{k}'
                         try: obs, _ = env.reset(seed=s, instance=iid)
                         except SandboxError as e: failures[job.env_id] = e.reason; break
-                        msgs = first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None)
+                        msgs = first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None,
+                                              demonstrations=cfg.demonstrations)
                         ids = policy.chat_ids(msgs)
                         e = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids))
                         eps.append(e); inst[id(e)] = (env, iid)

@@ -29,8 +29,8 @@ from .rollout import EnvJob, RolloutConfig, play
 from .trainer import TrainerConfig
 
 # %% auto #0
-__all__ = ['METRICS_DOC', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config', 'provenance',
-           'RunDirError', 'SelfPlay', 'plot_run', 'Run']
+__all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config',
+           'provenance', 'RunDirError', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -134,7 +134,7 @@ def provenance(cfg: RunConfig) -> dict:
 class RunDirError(RuntimeError):
     "A run directory that cannot be used as asked; the message names it. Nothing in it was changed."
 
-# %% ../nbs/16_selfplay.ipynb #2394dfd9
+# %% ../nbs/16_selfplay.ipynb #d2ef19bc
 METRICS_DOC = {
     'iteration': 'the iteration (0-based)', 'seconds': 'wall time of the iteration',
     'designs': 'designs written', 'admitted': 'designs admitted and new to the memory', 'duplicates': 'admitted designs the memory already had',
@@ -162,6 +162,8 @@ METRICS_DOC = {
     'seconds_train': 'time updating', 'seconds_eval': 'time evaluating', 'memory_size': 'live environments in the memory',
 }
 
+STAGES = ['design', 'admit', 'hints', 'play', 'train', 'eval', 'checkpoint']
+
 def _skill(kind: str) -> str: return 'reasoning_game' if kind == 'TextEnv' else 'tool_use'
 
 _STAGES = ['parse', 'syntax', 'no_env_class', 'contract', 'timeout', 'memory', 'crash', 'forbidden_syscall', 'output_too_large',
@@ -179,8 +181,10 @@ def _progress(reason: str, details: str = '', code: str | None = None) -> float:
 
 class SelfPlay:
     "A self-play run in `run_dir`: `run()` to go, `SelfPlay.resume(run_dir)` to continue after a crash or a kill."
-    def __init__(self, cfg: RunConfig, run_dir: str | Path, *, policy=None, log=print):
+    def __init__(self, cfg: RunConfig, run_dir: str | Path, *, policy=None, log=print, progress: bool | None = None):
         self.cfg, self.dir, self.log = cfg, Path(run_dir), log
+        self.progress = progress  # a stage bar on stderr; None: only when stderr is a terminal
+        self._bar = None
         self.policy = policy  # a loaded backend to use instead of loading `cfg.llm` (tests pass a tiny or scripted one)
         self.buffer: list[dict] = []  # designer samples waiting for the delay
         self.next_iteration = 0
@@ -276,19 +280,39 @@ class SelfPlay:
         m = {'iteration': it}
         tdir = self.dir/'transcripts'/f'iteration-{it:04d}'
         tdir.mkdir(parents=True, exist_ok=True)
+        from tqdm.auto import tqdm
+        self._bar = tqdm(total=len(STAGES), desc=f'iteration {it}', leave=False, disable=None if self.progress is None else not self.progress,
+                         file=sys.stderr, bar_format='{desc} |{bar}| {n_fmt}/{total_fmt} stages [{elapsed}] {postfix}')
+        try: m = self._iteration(it, seeds, t0, m, tdir)
+        finally: self._bar.close(); self._bar = None
+        self.log(f"iteration {it}: admitted {m.get('admitted')}, regret {_fmt(m.get('regret_mean'))}, win rate {_fmt(m.get('win_rate_nohint'))}, "
+                 f"held-out {_fmt(m.get('win_rate_heldout'))}, losses {_fmt(m['loss_agent'])}/{_fmt(m['loss_designer'])}, {m['seconds']:.0f} s")
+        return m
+
+    def _stage(self, name: str, note: str = ''):
+        "Move the stage bar on to `name` (and say how far it got, e.g. 'design 2/4')."
+        if self._bar is None: return
+        self._bar.n = STAGES.index(name)  # stages done; skipped ones (design between regenerations) count as done
+        self._bar.set_postfix_str(f'{name} {note}'.strip())
+
+    def _iteration(self, it, seeds, t0, m, tdir) -> dict:
+        cfg, sp = self.cfg, self.cfg.selfplay
         # 1-2. design and admit
+        self._stage('design', f'{sp.designs_per_iteration} environments')
         new_envs, design_samples = self._design(it, seeds, m, tdir) if (not sp.fixed_pool and it % sp.regen_interval == 0) else ([], [])
         # 3-4. choose, hint and play
         replay_ids = self.memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False) if sp.replay_envs else []
         play_ids = list(dict.fromkeys([e for e in new_envs] + replay_ids))
         t = time.perf_counter()
         records = {i: self.memory.get(i) for i in play_ids}
+        self._stage('hints', f'{len(records)} environments')
         hints, opened = self._hints(records, seeds, m)
         m['seconds_hints'] = time.perf_counter() - t
         t = time.perf_counter()
         prng = seeds.numpy('play-seeds')
         jobs = [EnvJob(str(i), r.code, seeds=[int(x) for x in prng.integers(0, 2**31, sp.seeds_per_env)], plays=sp.plays,
                        hint=hints.get(i)) for i, r in records.items()]
+        self._stage('play', f'{sum(len(j.seeds) * j.plays * (2 if j.hint else 1) for j in jobs)} episodes')
         res = play(self.policy, jobs, cfg.rollout, seed=seeds.int_seed('play') % 2**31, limits=cfg.admission.limits, opened=opened)
         m['seconds_play'] = time.perf_counter() - t
         m['tokens_play'] = sum(sum(e.loss_mask) for e in res.episodes)
@@ -307,6 +331,7 @@ class SelfPlay:
                                               timed_out=str(d['env_id']) in res.failures, hint_leaked=d['env_id'] in self._leaked)
         self._summarise_play(m, per_env, res, records)
         # 6. update
+        self._stage('train')
         t = time.perf_counter()
         self.buffer += [d for d in design_samples if d['reward'] is not None]
         agent = [self._agent_sample(e) for e in res.episodes
@@ -322,12 +347,15 @@ class SelfPlay:
         # 7. evaluation, metrics, plots, checkpoint
         t = time.perf_counter()
         m.update(win_rate_heldout=None, heldout_lo=None, heldout_hi=None, heldout_episodes=0, win_rate_heldout_by_env={})
-        if it % sp.eval_interval == 0 and self.heldout: m.update(self._evaluate(it))
+        if it % sp.eval_interval == 0 and self.heldout:
+            self._stage('eval', f'{len(self.heldout)} held-out environments')
+            m.update(self._evaluate(it))
         m['seconds_eval'] = time.perf_counter() - t
         m['memory_size'] = len(self.memory)
         m.update(self._memory_diversity())
         m['seconds'] = time.perf_counter() - t0
         for k in METRICS_DOC: m.setdefault(k, None)
+        self._stage('checkpoint')
         self._checkpoint(it, m)
         return m
 
@@ -354,6 +382,7 @@ class SelfPlay:
         arng = seeds.numpy('admission')
         rows = []
         for k, d in enumerate(designs):
+            self._stage('admit', f'{k + 1}/{len(designs)}')
             aseeds = [int(x) for x in arng.integers(0, 2**31, cfg.admission.n_seeds)]
             v = admit(d.code, seeds=aseeds, config=cfg.admission) if d.code else None
             reason = v.reason if v is not None else 'parse'
@@ -482,8 +511,6 @@ class SelfPlay:
         for old in sorted((self.dir/'checkpoints').glob('iteration-*'))[:-2]: shutil.rmtree(old, ignore_errors=True)
         try: plot_run(self.dir)
         except Exception as e: self.log(f'plots skipped: {e}')
-        self.log(f"iteration {it}: admitted {m.get('admitted')}, regret {_fmt(m.get('regret_mean'))}, win rate {_fmt(m.get('win_rate_nohint'))}, "
-                 f"held-out {_fmt(m.get('win_rate_heldout'))}, losses {_fmt(m['loss_agent'])}/{_fmt(m['loss_designer'])}, {m['seconds']:.0f} s")
         with open(self.dir/'log.txt', 'a') as f: f.write(json.dumps({'iteration': it, 'seconds': m['seconds'], 'time': time.time()}) + '\n')
 
 def _fmt(x): return '-' if x is None else f'{x:.3f}'

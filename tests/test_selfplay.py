@@ -15,7 +15,7 @@ from spade_nb.selfplay import Run, SelfPlay, load_config
 
 FAST = ['selfplay.iterations=3', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.eval_seeds=1',
         'selfplay.heldout=[CaesarEnv]', 'designer.max_new_tokens=24', 'designer.document_tokens=64', 'hints.max_new_tokens=8',
-        'rollout.max_new_tokens=8', 'rollout.max_turns=2', 'trainer.lr=1e-2', 'selfplay.format_bonus=0.1',
+        'rollout.max_new_tokens=8', 'rollout.max_turns=2', 'rollout.demonstrations=0', 'trainer.lr=1e-2', 'selfplay.format_bonus=0.1',
         'selfplay.progress_bonus=0.05', 'designer.max_new_tokens=1024', 'hints.source=inline']
 
 SCRIPT = '''

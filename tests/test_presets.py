@@ -1,0 +1,56 @@
+"""The presets: each resolves; the single-gpu one runs through the same loop, scaled down, with only model and sizes changed."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from spade_nb.cli import main
+from spade_nb.selfplay import Run, list_presets, load_config
+
+
+def test_every_preset_resolves():
+    assert {'tiny-cpu', 'single-gpu'} <= set(list_presets())
+    tiny, gpu = load_config('tiny-cpu'), load_config('single-gpu')
+    assert tiny.llm.model == 'embedded' and tiny.selfplay.iterations == 2
+    assert gpu.llm.model == 'Qwen/Qwen3-4B-Instruct-2507' and gpu.llm.dtype == 'bfloat16'
+    rg = [h for h in gpu.selfplay.heldout if h.startswith('rg:')]
+    assert len(rg) * min(gpu.selfplay.eval_seeds, gpu.selfplay.heldout_instances) >= 300  # hundreds of held-out questions
+    assert any(h.startswith('rg:') for h in tiny.selfplay.heldout)
+
+
+# Only what a 4B model on a GPU needs and a random 2-layer model on a CPU test cannot have: the model, and
+# counts and lengths. Everything else (bf16, gradient checkpointing, repair turns, no shaping, no KL, the
+# held-out set of 16 reasoning-gym datasets) is the preset's own.
+SCALE_DOWN = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.seeds_per_env=1',
+              'selfplay.plays=1', 'selfplay.eval_seeds=1', 'selfplay.heldout_instances=4', 'selfplay.designer_delay=0',
+              'designer.max_new_tokens=16', 'designer.document_tokens=64', 'hints.max_new_tokens=8', 'rollout.max_turns=2',
+              'rollout.max_new_tokens=8', 'llm.max_context=4096', 'llm.batch_size=16', 'trainer.micro_batch_tokens=4096',
+              'trainer.max_seq_len=4096']
+
+
+@pytest.fixture(scope='module')
+def tiny_model_dir(tmp_path_factory):
+    from spade_nb.llm import tiny_policy
+    d = tmp_path_factory.mktemp('tiny-model')
+    pol = tiny_policy(max_context=4096)
+    pol.model.save_pretrained(d)
+    pol.tokenizer.save_pretrained(d)
+    return d
+
+
+def test_single_gpu_preset_runs_scaled_down(tmp_path, tiny_model_dir, capsys):
+    run_dir = tmp_path/'run'
+    argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(run_dir), '--set', f'llm.model={tiny_model_dir}']
+    for s in SCALE_DOWN: argv += ['--set', s]
+    assert main(argv) == 0, capsys.readouterr().err
+    run = Run.load(run_dir)
+    cfg = run.config
+    assert cfg.name == 'single-gpu' and cfg.llm.dtype == 'bfloat16' and cfg.trainer.gradient_checkpointing and cfg.designer.repair_turns == 1
+    (row,) = run.metrics
+    assert row['designs'] == 2 and math.isfinite(row['loss_agent']) and row['agent_samples'] > 0
+    assert row['win_rate_heldout'] is not None and row['heldout_episodes'] == 2 + 16  # 2 seed envs and 16 datasets, one episode each
+    assert len(row['win_rate_heldout_by_env']) == 18
+    assert (run_dir/'plots'/'heldout.png').is_file()
+    prov = json.loads((run_dir/'provenance.json').read_text())
+    assert prov['model'] == str(tiny_model_dir) and prov['model_sha256'] is None
