@@ -134,7 +134,7 @@ def provenance(cfg: RunConfig) -> dict:
 class RunDirError(RuntimeError):
     "A run directory that cannot be used as asked; the message names it. Nothing in it was changed."
 
-# %% ../nbs/16_selfplay.ipynb #d2ef19bc
+# %% ../nbs/16_selfplay.ipynb #15a00ede
 METRICS_DOC = {
     'iteration': 'the iteration (0-based)', 'seconds': 'wall time of the iteration',
     'designs': 'designs written', 'admitted': 'designs admitted and new to the memory', 'duplicates': 'admitted designs the memory already had',
@@ -282,7 +282,7 @@ class SelfPlay:
         tdir.mkdir(parents=True, exist_ok=True)
         from tqdm.auto import tqdm
         self._bar = tqdm(total=len(STAGES), desc=f'iteration {it}', leave=False, disable=None if self.progress is None else not self.progress,
-                         file=sys.stderr, bar_format='{desc} |{bar}| {n_fmt}/{total_fmt} stages [{elapsed}] {postfix}')
+                         file=sys.stderr, bar_format='{desc} |{bar}| {n_fmt}/{total_fmt} stages [{elapsed}{postfix}]')
         try: m = self._iteration(it, seeds, t0, m, tdir)
         finally: self._bar.close(); self._bar = None
         self.log(f"iteration {it}: admitted {m.get('admitted')}, regret {_fmt(m.get('regret_mean'))}, win rate {_fmt(m.get('win_rate_nohint'))}, "

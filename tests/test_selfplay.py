@@ -82,7 +82,8 @@ def test_killed_run_resumes_to_the_same_end(tmp_path):
 def test_one_real_iteration_with_the_embedded_model(tmp_path):
     "The designer writes for itself; everything real. The preset, one iteration, a little smaller."
     cfg = load_config('tiny-cpu', overrides=['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'designer.skills=[reasoning_game]',
-                                             'designer.max_new_tokens=160', 'selfplay.eval_seeds=2'])
+                                             'designer.max_new_tokens=160', 'selfplay.eval_seeds=2',
+                                             'selfplay.replay_envs=2', 'selfplay.plays=1'])
     sp = SelfPlay.start(cfg, tmp_path/'run')
     (row,) = sp.run()
     run = Run.load(tmp_path/'run')
