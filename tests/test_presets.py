@@ -39,16 +39,18 @@ def tiny_model_dir(tmp_path_factory):
     return d
 
 
-def test_single_gpu_preset_runs_scaled_down(tmp_path, tiny_model_dir, capsys):
+@pytest.mark.parametrize('quantization', ['none', 'nf4'])  # LoRA as the preset says, and QLoRA as its comment offers
+def test_single_gpu_preset_runs_scaled_down(tmp_path, tiny_model_dir, capsys, quantization):
     run_dir = tmp_path/'run'
-    argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(run_dir), '--set', f'llm.model={tiny_model_dir}']
+    argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(run_dir), '--set', f'llm.model={tiny_model_dir}',
+            '--set', f'llm.quantization={quantization}']
     for s in SCALE_DOWN: argv += ['--set', s]
     assert main(argv) == 0, capsys.readouterr().err
     run = Run.load(run_dir)
     cfg = run.config
     assert cfg.name == 'single-gpu' and cfg.llm.dtype == 'bfloat16' and cfg.trainer.gradient_checkpointing and cfg.designer.repair_turns == 1
     (row,) = run.metrics
-    assert row['designs'] == 2 and math.isfinite(row['loss_agent']) and row['agent_samples'] > 0
+    assert row['designs'] == 2 and math.isfinite(row['loss_agent']) and row['agent_samples'] > 0 and cfg.llm.quantization == quantization
     assert row['win_rate_heldout'] is not None and row['heldout_episodes'] == 2 + 16  # 2 seed envs and 16 datasets, one episode each
     assert len(row['win_rate_heldout_by_env']) == 18
     assert (run_dir/'plots'/'heldout.png').is_file()
