@@ -16,7 +16,7 @@ from .embedded import EmbeddedModelError, embedded_cache_state
 # %% auto #0
 __all__ = ['doctor', 'parser', 'main']
 
-# %% ../nbs/20_cli.ipynb #1f64432e
+# %% ../nbs/20_cli.ipynb #78555afb
 def _version(pkg: str) -> str | None:
     try: return importlib.metadata.version(pkg)
     except importlib.metadata.PackageNotFoundError: return None
@@ -24,10 +24,10 @@ def _version(pkg: str) -> str | None:
 def doctor() -> tuple[bool, list[str]]:
     "Check what this set-up can run; returns (can run the default, report lines)."
     lines, ok = [f"python        {platform.python_version()} ({sys.executable})"], True
-    for pkg in ('spade_nb', 'torch', 'transformers', 'peft', 'accelerate', 'bitsandbytes', 'gymnasium', 'vllm'):
+    for pkg in ('spade_nb', 'torch', 'transformers', 'peft', 'accelerate', 'bitsandbytes', 'gymnasium', 'reasoning-gym', 'vllm'):
         v = _version(pkg)
-        lines.append(f"{pkg:<13} {v or 'not installed'}")
-        if v is None and pkg in ('torch', 'transformers', 'peft', 'gymnasium'): ok = False
+        lines.append(f"{pkg:<13} {v or 'not installed'}" + (' (held-out evaluation)' if pkg == 'reasoning-gym' else ''))
+        if v is None and pkg in ('torch', 'transformers', 'peft', 'gymnasium', 'reasoning-gym'): ok = False
     if _version('torch'):
         import torch
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

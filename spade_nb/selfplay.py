@@ -100,7 +100,7 @@ def load_config(preset: str | None = 'tiny-cpu', *, config: str | Path | None = 
         cfg = RunConfig.from_yaml(path)
     return cfg.override(list(overrides)) if overrides else cfg
 
-# %% ../nbs/16_selfplay.ipynb #8bf89e50
+# %% ../nbs/16_selfplay.ipynb #df7d9328
 def _atomic_write(path: Path, text: str):
     tmp = path.with_name(f'.{path.name}.tmp')
     tmp.write_text(text, encoding='utf-8')
@@ -126,7 +126,7 @@ def provenance(cfg: RunConfig) -> dict:
     try: commit = subprocess.run(['git', 'rev-parse', 'HEAD'], capture_output=True, text=True, timeout=5,
                                  cwd=Path(__file__).resolve().parent if '__file__' in globals() else None).stdout.strip() or None
     except (OSError, subprocess.TimeoutExpired): commit = None
-    return {'python': platform.python_version(), 'packages': {p: v(p) for p in ('spade_nb', 'torch', 'transformers', 'peft', 'gymnasium', 'numpy')},
+    return {'python': platform.python_version(), 'packages': {p: v(p) for p in ('spade_nb', 'torch', 'transformers', 'peft', 'gymnasium', 'numpy', 'reasoning-gym')},
             'git_commit': commit, 'model': cfg.llm.model,
             'model_sha256': embedded_cache_state()['gguf_sha256'] if is_embedded(cfg.llm.model) else None,
             'sandbox_tier': sandbox_tier(), 'root_seed': cfg.seed, 'started': time.strftime('%Y-%m-%dT%H:%M:%S')}
@@ -134,7 +134,7 @@ def provenance(cfg: RunConfig) -> dict:
 class RunDirError(RuntimeError):
     "A run directory that cannot be used as asked; the message names it. Nothing in it was changed."
 
-# %% ../nbs/16_selfplay.ipynb #15a00ede
+# %% ../nbs/16_selfplay.ipynb #20793a62
 METRICS_DOC = {
     'iteration': 'the iteration (0-based)', 'seconds': 'wall time of the iteration',
     'designs': 'designs written', 'admitted': 'designs admitted and new to the memory', 'duplicates': 'admitted designs the memory already had',
@@ -160,6 +160,8 @@ METRICS_DOC = {
     'tokens_design': 'tokens generated designing', 'tokens_hint': 'tokens generated writing hints', 'tokens_play': 'tokens generated playing',
     'seconds_design': 'time designing', 'seconds_admit': 'time admitting', 'seconds_hints': 'time writing hints', 'seconds_play': 'time playing',
     'seconds_train': 'time updating', 'seconds_eval': 'time evaluating', 'memory_size': 'live environments in the memory',
+    'share_seconds_environments': 'share of stage time spent making environments (design, admission, hints) rather than playing, training and evaluating',
+    'share_tokens_environments': 'share of generated tokens spent making environments (designs, hints) rather than playing',
 }
 
 STAGES = ['design', 'admit', 'hints', 'play', 'train', 'eval', 'checkpoint']
@@ -354,6 +356,10 @@ class SelfPlay:
         m['memory_size'] = len(self.memory)
         m.update(self._memory_diversity())
         m['seconds'] = time.perf_counter() - t0
+        made = sum(m.get(k) or 0 for k in ('seconds_design', 'seconds_admit', 'seconds_hints'))
+        m['share_seconds_environments'] = made / max(1e-9, made + sum(m.get(k) or 0 for k in ('seconds_play', 'seconds_train', 'seconds_eval')))
+        made = sum(m.get(k) or 0 for k in ('tokens_design', 'tokens_hint'))
+        m['share_tokens_environments'] = made / max(1, made + (m.get('tokens_play') or 0))
         for k in METRICS_DOC: m.setdefault(k, None)
         self._stage('checkpoint')
         self._checkpoint(it, m)
