@@ -48,7 +48,7 @@ def _launch(tmp, mode, run_dir):
 
 
 def _state(run_dir):
-    rows = [{k: v for k, v in r.items() if not k.startswith('seconds')} for r in Run.read_metrics(run_dir)]
+    rows = [{k: v for k, v in r.items() if 'seconds' not in k} for r in Run.read_metrics(run_dir)]  # timings aside
     with EnvMemory(Path(run_dir)/'memory.sqlite') as m:
         records = [asdict(r) for r in m.records(include_evicted=True)]
         rejected = [(r['sha256'], r['reason'], r['iteration']) for r in m.rejected()]
