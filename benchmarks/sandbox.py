@@ -4,16 +4,19 @@
 - instances per worker: one worker hosting many instances of one code, round trip with 1 and with 64;
 - p50 / p99 step round trip (goal: p50 < 200 us);
 - a whole episode (reset + solution replay) in the sandbox against the same episode in-process, per seed env;
-- admission of each seed environment (goal < 2 s).
+- admission of each seed environment (goal < 2 s);
+- the eight seed environments admitted one by one against `admit_many` at one per CPU core (goal: on
+  2+ cores, at most 0.7 of the one-by-one time).
 Finishes in about a minute.   python benchmarks/sandbox.py [--steps 2000]
 """
 import argparse
+import os
 import statistics
 import time
 
 import numpy as np
 
-from spade_nb.admission import admit
+from spade_nb.admission import admit, admit_many
 from spade_nb.sandbox import SandboxedEnv, WorkerPool, sandbox_tier, spawn_worker
 from spade_nb.seeds import SEED_ENVS, seed_sources
 
@@ -80,6 +83,13 @@ def main():
         worst = max(worst, s)
         print(f'  {name:<15} {v.reason:<4} {s:.2f} s')
     print(f'slowest admission {worst:.2f} s   (goal < 2 s: {goal(worst < 2)})')
+    codes, seeds = list(sources.values()), [[11 * k + j for j in range(4)] for k in range(len(sources))]
+    t = time.perf_counter(); seq = admit_many(codes, seeds, parallel=1); t_seq = time.perf_counter() - t
+    t = time.perf_counter(); par = admit_many(codes, seeds, parallel=0); t_par = time.perf_counter() - t
+    same = [(v.reason, v.fingerprint) for v in seq] == [(v.reason, v.fingerprint) for v in par]
+    cores = os.cpu_count() or 1
+    print(f'{len(codes)} admissions: one by one {t_seq:.2f} s, {cores} at once {t_par:.2f} s, ratio {t_par / t_seq:.2f}'
+          f'   (goal <= 0.7 on 2+ cores: {goal(t_par / t_seq <= 0.7) if cores > 1 else "n/a, one core"}); same verdicts: {same}')
 
 
 if __name__ == '__main__':

@@ -21,9 +21,9 @@ from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Wor
 
 # %% auto #0
 __all__ = ['REASONS', 'PROBE_ACTIONS', 'Verdict', 'AdmissionConfig', 'check_structure', 'normalize_tokens', 'find_tokens',
-           'control_policies', 'leak_text', 'admit', 'behaviour_fingerprint']
+           'control_policies', 'leak_text', 'admit', 'behaviour_fingerprint', 'admit_many']
 
-# %% ../nbs/07_admission.ipynb #5b4cb8d4
+# %% ../nbs/07_admission.ipynb #d0f71317
 REASONS = {
     'ok': 'admitted',
     'syntax': 'the code does not parse',
@@ -70,12 +70,14 @@ class AdmissionConfig(Config):
     fingerprint_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     budget_seconds: float = 60.0  # the whole admission
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    parallel: int = 0  # admissions at once in `admit_many`; 0: one per CPU core
 
     def validate(self):
         self.check('n_seeds', self.n_seeds >= 2, 'must be at least 2 (seed sensitivity needs two)')
         self.check('control_episodes', self.control_episodes >= 1, 'must be positive')
         for k in ('control_win_share', 'cross_seed_win_share', 'leak_share'):
             self.check(k, 0 < getattr(self, k) <= 1, 'must be in (0, 1]')
+        self.check('parallel', self.parallel >= 0, 'must be non-negative (0: one per CPU core)')
 
 # %% ../nbs/07_admission.ipynb #89225880
 _REQUIRED = {'TextEnv': ('reset', 'step', 'solution'), 'ToolEnv': ('reset', 'solution', 'check_answer')}
@@ -315,3 +317,15 @@ def behaviour_fingerprint(env, seeds, budget=None, max_obs=8192) -> str:
         env.reset(seed=s)
         rows.append([env.solution(), _play(env, s, PROBE_ACTIONS, budget=budget, max_obs=max_obs)[0]])
     return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+
+# %% ../nbs/07_admission.ipynb #cd0791fb
+def admit_many(codes, seeds, config: AdmissionConfig | None = None, parallel: int | None = None) -> list[Verdict | None]:
+    "Admit each of `codes` with its seeds, `parallel` at a time (default `config.parallel`; 0: one per CPU core); None where a code is None."
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+    cfg = config or AdmissionConfig()
+    jobs = list(zip(codes, seeds, strict=True))
+    n = (cfg.parallel if parallel is None else parallel) or os.cpu_count() or 1
+    def one(job): return admit(job[0], seeds=job[1], config=cfg) if job[0] is not None else None
+    if n <= 1 or len(jobs) <= 1: return [one(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=min(n, len(jobs))) as ex: return list(ex.map(one, jobs))
