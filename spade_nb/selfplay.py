@@ -528,7 +528,7 @@ def _wilson(k: float, n: int, z: float = 1.645) -> tuple[float, float]:
     h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return float(max(0.0, c - h)), float(min(1.0, c + h))
 
-# %% ../nbs/16_selfplay.ipynb #5fb37f5b
+# %% ../nbs/16_selfplay.ipynb #30eef0e5
 PLOTS = {
     'regret': [('regret_mean', 'regret'), ('regret_lo', 'interval low'), ('regret_hi', 'interval high')],
     'win_rates': [('win_rate_hint', 'with hint'), ('win_rate_nohint', 'without hint')],
@@ -559,7 +559,7 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     return out
 
 class Run:
-    "A run directory read back as Python objects: config, provenance, metrics (a list and a DataFrame when pandas is there), memory."
+    "A run directory read back as Python objects: config, provenance, metrics (a list, and a DataFrame), memory, transcripts."
     def __init__(self, path: Path):
         self.path = Path(path)
         self.config = RunConfig.from_yaml(self.path/'config.yaml')
@@ -584,6 +584,7 @@ class Run:
         return rows
 
     def dataframe(self):
+        "The metric rows as a pandas DataFrame, one row per iteration."
         import pandas as pd
         return pd.DataFrame(self.metrics)
 
