@@ -528,7 +528,7 @@ def _wilson(k: float, n: int, z: float = 1.645) -> tuple[float, float]:
     h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return float(max(0.0, c - h)), float(min(1.0, c + h))
 
-# %% ../nbs/16_selfplay.ipynb #30eef0e5
+# %% ../nbs/16_selfplay.ipynb #c1eda25d
 PLOTS = {
     'regret': [('regret_mean', 'regret'), ('regret_lo', 'interval low'), ('regret_hi', 'interval high')],
     'win_rates': [('win_rate_hint', 'with hint'), ('win_rate_nohint', 'without hint')],
@@ -542,6 +542,7 @@ PLOTS = {
 def plot_run(run_dir: str | Path) -> list[Path]:
     "Regenerate the PNG plots of a run from its metrics."
     import matplotlib
+    import matplotlib.ticker
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     rows, out = Run.read_metrics(run_dir), []
@@ -553,6 +554,8 @@ def plot_run(run_dir: str | Path) -> list[Path]:
             pts = [(i, y) for i, y in zip(its, ys) if y is not None]
             if pts: ax.plot(*zip(*pts), marker='o', label=label)
         ax.set_xlabel('iteration'); ax.set_title(name.replace('_', ' ')); ax.legend(fontsize=7)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        if name == 'time': ax.set_ylabel('seconds')
         fig.tight_layout()
         p = Path(run_dir)/'plots'/f'{name}.png'
         fig.savefig(p, dpi=80); plt.close(fig); out.append(p)
