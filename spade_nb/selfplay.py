@@ -134,7 +134,7 @@ def provenance(cfg: RunConfig) -> dict:
 class RunDirError(RuntimeError):
     "A run directory that cannot be used as asked; the message names it. Nothing in it was changed."
 
-# %% ../nbs/16_selfplay.ipynb #9e0b003a
+# %% ../nbs/16_selfplay.ipynb #cf19e8e7
 METRICS_DOC = {
     'iteration': 'the iteration (0-based)', 'seconds': 'wall time of the iteration',
     'designs': 'designs written', 'admitted': 'designs admitted and new to the memory', 'duplicates': 'admitted designs the memory already had',
@@ -167,9 +167,6 @@ METRICS_DOC = {
 STAGES = ['design', 'admit', 'hints', 'play', 'train', 'eval', 'checkpoint']
 
 def _skill(kind: str) -> str: return 'reasoning_game' if kind == 'TextEnv' else 'tool_use'
-
-_STAGES = ['parse', 'syntax', 'no_env_class', 'contract', 'timeout', 'memory', 'crash', 'forbidden_syscall', 'output_too_large',
-           'unsolvable', 'nondeterministic', 'seed_insensitive', 'degenerate_policy_wins', 'answer_leak']
 
 def _progress(reason: str, details: str = '', code: str | None = None) -> float:
     "How far a rejected design got through admission, in stages (for `progress_bonus`); within 'syntax', how far the parser read."
@@ -436,7 +433,7 @@ class SelfPlay:
 
     def _memory_diversity(self) -> dict:
         "Diversity of every designed environment alive in the memory: does the designer collapse into one kind?"
-        recs = [r for r in self.memory.records() if r.origin == 'designer' and r.verdict_reason == 'ok']
+        recs = [r for r in self.memory.records() if r.origin == 'designer']  # the memory's records are all admitted
         mix = {}
         for r in recs: mix[r.skill] = mix.get(r.skill, 0) + 1
         return {'memory_designed': len(recs), 'memory_distinct_behavioural': len({r.behavioural_fp for r in recs}),
@@ -459,8 +456,11 @@ class SelfPlay:
                 opened[str(i)] = env
             except SandboxError:
                 continue
-        hs = write_hints(self.policy, [records[i].code for i in ids], sols, kinds, self.cfg.hints, inline=inline,
-                         seed=seeds.int_seed('hints') % 2**31)
+        try: hs = write_hints(self.policy, [records[i].code for i in ids], sols, kinds, self.cfg.hints, inline=inline,
+                              seed=seeds.int_seed('hints') % 2**31)
+        except BaseException:
+            for env in opened.values(): env.close()  # nobody else will: `play` never sees them
+            raise
         m['tokens_hint'] = sum(len(h.completion.token_ids) for h in hs if h.completion is not None)
         m['hints_rejected'] = sum(not h.ok for h in hs)
         out = {}
