@@ -32,7 +32,7 @@ def _same_answer(given, reference) -> bool:
         return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9)
     return False
 
-# %% ../nbs/17_heldout.ipynb #62133fb9
+# %% ../nbs/17_heldout.ipynb #03ea533f
 # Validated below: the matcher agrees with reasoning-gym's scorer, answers are short, and the environments are admitted.
 RG_GROUPS = {
     'arithmetic': ['basic_arithmetic', 'chain_sum', 'lcm', 'fraction_simplification', 'prime_factorization', 'decimal_arithmetic'],
@@ -86,17 +86,22 @@ def rg_score(ds, answer: str, item: dict) -> float:
 
 def rg_datasets() -> list[str]:
     "Every dataset name reasoning-gym offers."
+    _rg()  # a clear error when reasoning-gym is missing
     from reasoning_gym.factory import DATASETS
-    _rg()
     return sorted(DATASETS)
+
+def _unknown_dataset(dataset: str) -> str | None:
+    "None when reasoning-gym has `dataset`; else a message with the closest names."
+    import difflib
+    known = rg_datasets()
+    if dataset in known: return None
+    close = difflib.get_close_matches(dataset, known, n=3)
+    return f'unknown reasoning-gym dataset {dataset!r}' + (f'; did you mean {", ".join(close)}?' if close else '')
 
 def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: int = 2000) -> list[dict]:
     "`n` instances of `dataset` (question, answer) that reasoning-gym scores 1.0 with their own answer and that do not leak it."
     rg = _rg()
-    if dataset not in rg_datasets():
-        import difflib
-        close = difflib.get_close_matches(dataset, rg_datasets(), n=3)
-        raise ConfigError('selfplay.heldout', f'unknown reasoning-gym dataset {dataset!r}' + (f'; did you mean {", ".join(close)}?' if close else ''))
+    if (why := _unknown_dataset(dataset)) is not None: raise ConfigError('selfplay.heldout', why)
     ds = rg.create_dataset(dataset, size=4 * n, seed=seed)  # oversampled: some instances are dropped below
     out = []
     for item in ds:
@@ -120,7 +125,7 @@ def rg_env_source(dataset: str, n: int = 32, seed: int = 0, attempts: int = 1) -
     return _MODULE.format(title=cls, n=len(items), dataset=dataset, version=md.version('reasoning-gym'), seed=seed,
                           data=json.dumps(items, ensure_ascii=False), matcher=matcher, cls=cls, attempts=attempts)
 
-# %% ../nbs/17_heldout.ipynb #7ef366e3
+# %% ../nbs/17_heldout.ipynb #624bc446
 def heldout_sources(names, n: int = 32, seed: int = 0, attempts: int = 1) -> dict[str, str]:
     "The module source of each held-out environment: a seed environment's class name, or `rg:<dataset>`."
     from spade_nb.seeds import seed_sources
@@ -136,12 +141,8 @@ def check_heldout_name(name: str) -> str | None:
     "None when `name` names a held-out environment; else why not (no instances are generated)."
     from spade_nb.seeds import SEED_ENVS
     if name.startswith('rg:'):
-        try: known = rg_datasets()
-        except ConfigError as e: return str(e).split(': ', 1)[1]
-        if name[3:] in known: return None
-        import difflib
-        close = difflib.get_close_matches(name[3:], known, n=3)
-        return f'unknown reasoning-gym dataset {name[3:]!r}' + (f'; did you mean {", ".join(close)}?' if close else '')
+        try: return _unknown_dataset(name[3:])
+        except ConfigError as e: return str(e).split(': ', 1)[1]  # reasoning-gym is not installed
     seeds = [c.__name__ for c in SEED_ENVS]
     if name in seeds: return None
     return f'unknown seed environment {name!r}; known: {", ".join(seeds)}, or rg:<dataset> for reasoning-gym'
