@@ -40,6 +40,7 @@ REASONS = {
     'degenerate_policy_wins': 'a degenerate policy wins at least half of its episodes',
     'answer_leak': 'the first observation gives the answer away',
     'setup': 'the sandbox could not be started here',
+    'checker_error': 'a parent-side check raised on what the environment returned (the message says which)',
 }
 
 @dataclass
@@ -114,6 +115,7 @@ _UNITS = {w: i for i, w in enumerate('zero one two three four five six seven eig
                                      'fourteen fifteen sixteen seventeen eighteen nineteen'.split())}
 _TENS = {w: 10 * i for i, w in enumerate('_ _ twenty thirty forty fifty sixty seventy eighty ninety'.split()) if w != '_'}
 _SCALES = {'hundred': 100, 'thousand': 1000, 'million': 10 ** 6}
+_NUMBER_CAP = 10 ** 15  # a run of number words past this is read as separate tokens
 
 def normalize_tokens(text: str) -> list[str]:
     "Lower-case word and number tokens of `text`, with runs of number words turned into digits."
@@ -131,6 +133,7 @@ def normalize_tokens(text: str) -> list[str]:
             if in_num and cur % 100 != 0: flush()
             cur += _TENS[w]; in_num = True
         elif w in _SCALES and in_num:
+            if cur * _SCALES[w] > _NUMBER_CAP or total > _NUMBER_CAP: flush(); out.append(w); continue  # "hundred hundred ...": no 4,000-digit numbers
             if _SCALES[w] == 100: cur *= 100
             else: total += cur * _SCALES[w]; cur = 0
         elif w == 'and' and in_num: continue
@@ -287,6 +290,8 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         return verdict
     except SandboxError as e:
         return _reject(verdict, e.reason if e.reason in REASONS else 'crash', e.message)
+    except Exception as e:  # a parent-side check that raised on what the environment returned: a rejection, never a crash
+        return _reject(verdict, 'checker_error', f'{type(e).__name__}: {str(e)[:500]}')
     finally:
         for e in (env, env2, spare):
             if e is not None: (e.close if hasattr(e, 'close') else e.kill)()
@@ -326,6 +331,9 @@ def admit_many(codes, seeds, config: AdmissionConfig | None = None, parallel: in
     cfg = config or AdmissionConfig()
     jobs = list(zip(codes, seeds, strict=True))
     n = (cfg.parallel if parallel is None else parallel) or os.cpu_count() or 1
-    def one(job): return admit(job[0], seeds=job[1], config=cfg) if job[0] is not None else None
+    def one(job):
+        if job[0] is None: return None
+        try: return admit(job[0], seeds=job[1], config=cfg)
+        except Exception as e: return Verdict(False, 'checker_error', f'{type(e).__name__}: {str(e)[:500]}')
     if n <= 1 or len(jobs) <= 1: return [one(j) for j in jobs]
     with ThreadPoolExecutor(max_workers=min(n, len(jobs))) as ex: return list(ex.map(one, jobs))

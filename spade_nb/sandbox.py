@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -44,12 +45,14 @@ class SandboxLimits(Config):
     load_timeout: float = 10.0  # deadline for loading the code (module-level statements)
     start_timeout: float = 20.0  # deadline for a fresh worker to become ready
     max_frame_bytes: int = 1 << 20  # largest reply the parent reads; a larger one kills the worker (output_too_large)
+    max_action_chars: int = 4096  # the contract's cap on an action: longer actions are cut to it before they are sent
+    cpu_share: float = 1.0  # cores the worker may use at once, threads included (cgroup CPU quota, where there is one)
     allow_weak: bool = False  # allow the rlimits-only tier (no seccomp, no namespaces)
 
     def validate(self):
         for k in ('memory_mb', 'cpu_seconds', 'file_mb', 'scratch_mb', 'open_files', 'threads', 'max_frame_bytes'):
             self.check(k, getattr(self, k) > 0, 'must be positive')
-        for k in ('call_timeout', 'load_timeout', 'start_timeout'):
+        for k in ('call_timeout', 'load_timeout', 'start_timeout', 'cpu_share', 'max_action_chars'):
             self.check(k, getattr(self, k) > 0, 'must be positive')
         self.check('memory_mb', self.memory_mb >= 256, 'must be at least 256 (numpy alone needs about 200 MB of address space)')
 
@@ -153,16 +156,151 @@ def _libseccomp() -> str | None:
         return name
     return None
 
-# %% ../nbs/06_sandbox.ipynb #3b2b8300
-_UID_BASE = 1_500_000
-_uid_counter = iter(range(1 << 30))
+# %% ../nbs/06_sandbox.ipynb #9197b7dc
+_UID_BASE, _UID_SLOTS = 1_500_000, 1 << 14
 _uid_lock = threading.Lock()
+_uid_next = [secrets.randbelow(_UID_SLOTS)]  # where this process starts looking (fewer locks to skip)
 
-def _next_uid() -> int:
-    "An unprivileged uid for one worker slot, so that RLIMIT_NPROC counts that worker alone."
-    with _uid_lock: n = next(_uid_counter)
-    return _UID_BASE + (os.getpid() % 4096) * 64 + n % 64
+def _uids_in_use() -> set[int]:
+    "The uids of the live processes on this machine (as this process sees them)."
+    out = set()
+    for p in os.scandir('/proc'):
+        if p.name.isdigit():
+            try: out.add(p.stat().st_uid)
+            except OSError: pass
+    return out
 
+def _claim_uid() -> tuple[int, int]:
+    "(uid, fd): a sandbox uid that no live process has and no other worker holds; closing fd frees it."
+    d = _stage_root()/'uids'
+    d.mkdir(mode=0o700, exist_ok=True)
+    busy = _uids_in_use()
+    with _uid_lock:
+        for _ in range(_UID_SLOTS):
+            uid = _UID_BASE + _uid_next[0] % _UID_SLOTS
+            _uid_next[0] += 1
+            if uid in busy: continue
+            fd = os.open(d/str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError: os.close(fd); continue
+            return uid, fd
+    raise SandboxError('setup', f'all {_UID_SLOTS} sandbox uids are in use')
+
+# %% ../nbs/06_sandbox.ipynb #57c8b319
+_CG = Path('/sys/fs/cgroup')
+
+def _own_cgroup(controller: str | None) -> str | None:
+    "This process's cgroup path in the v1 hierarchy of `controller`, or in the v2 one (None)."
+    for line in Path('/proc/self/cgroup').read_text().splitlines():
+        _, ctrls, path = line.split(':', 2)
+        if (controller is None and ctrls == '') or (controller and controller in ctrls.split(',')): return path
+    return None
+
+def _cgroup_bases() -> tuple[str, list[Path]] | None:
+    "('v1', [pids, memory, cpu folders]) or ('v2', [folder]) where this process may make worker cgroups; None if nowhere."
+    if os.environ.get('SPADE_NB_CGROUP'):
+        return 'v2', [Path(os.environ['SPADE_NB_CGROUP'])]
+    v1 = [_CG/c for c in ('pids', 'memory', 'cpu')]
+    if all((p/'cgroup.procs').exists() for p in v1):
+        bases = [p/_own_cgroup(p.name).lstrip('/') for p in v1]
+        if all(os.access(b, os.W_OK) for b in bases): return 'v1', bases
+    if (_CG/'cgroup.controllers').exists() and (own := _own_cgroup(None)) is not None:
+        base = _CG/own.lstrip('/')
+        if own == '/' and os.access(base, os.W_OK):
+            try: (base/'cgroup.subtree_control').write_text('+pids +memory +cpu')
+            except OSError: return None
+            return 'v2', [base]
+    return None
+
+class _Cgroup:
+    "One worker's cgroup(s): pids, memory and cpu limits, and a kill that reaches every process inside."
+    def __init__(self, layout: str, bases: list[Path], limits: SandboxLimits, pids: int):
+        name = f'spade-{os.getpid()}-{secrets.token_hex(4)}'
+        self.layout, self.dirs = layout, [b/name for b in bases]
+        for d in self.dirs: d.mkdir()
+        mem, quota = str(limits.memory_mb << 20), int(limits.cpu_share * 100_000)
+        if layout == 'v1':
+            self._set('pids.max', str(pids)); self._set('memory.limit_in_bytes', mem)
+            self._set('cpu.cfs_period_us', '100000'); self._set('cpu.cfs_quota_us', str(quota))
+        else:
+            self._set('pids.max', str(pids)); self._set('memory.max', mem); self._set('memory.swap.max', '0', required=False)
+            self._set('cpu.max', f'{quota} 100000')
+
+    def _set(self, name: str, value: str, required: bool = True):
+        d = next((d for d in self.dirs if (d/name).exists()), None)
+        if d is None:
+            if required: raise SandboxError('setup', f'cgroup file {name} missing under {self.dirs}')
+            return
+        (d/name).write_text(value)
+
+    def add(self, pid: int):
+        for d in self.dirs: (d/'cgroup.procs').write_text(str(pid))
+
+    def pids(self) -> list[int]:
+        try: return [int(x) for x in (self.dirs[0]/'cgroup.procs').read_text().split()]
+        except OSError: return []
+
+    def oom_killed(self) -> bool:
+        f = next((d/n for d in self.dirs for n in ('memory.events', 'memory.oom_control') if (d/n).exists()), None)
+        try: return f is not None and any(l.split()[0] == 'oom_kill' and int(l.split()[1]) > 0 for l in f.read_text().splitlines())
+        except (OSError, ValueError, IndexError): return False
+
+    def kill(self):
+        "SIGKILL every process inside until none is left (bounded), then remove the cgroup."
+        if self.layout == 'v2' and (self.dirs[0]/'cgroup.kill').exists():
+            try: (self.dirs[0]/'cgroup.kill').write_text('1')
+            except OSError: pass
+        deadline = time.monotonic() + 5
+        while (pids := self.pids()) and time.monotonic() < deadline:
+            for pid in pids:
+                try: os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError: pass
+            time.sleep(0.005)
+        for d in self.dirs:
+            for _ in range(200):  # a killed process leaves its cgroup a moment after it dies
+                try: d.rmdir(); break
+                except FileNotFoundError: break
+                except OSError: time.sleep(0.005)
+
+# %% ../nbs/06_sandbox.ipynb #c519dc00
+def _wait_fd(fd: int, events: int, deadline: float, what: str):
+    "Wait until `fd` is ready for `events`, or raise a timeout at `deadline`."
+    p = select.poll()
+    p.register(fd, events)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0: raise SandboxError('timeout', what)
+        if p.poll(max(1, int(left * 1000))): return
+
+def _write_all(fd: int, data: bytes, deadline: float):
+    "Write `data` to the non-blocking `fd` before `deadline`."
+    view = memoryview(data)
+    while view:
+        _wait_fd(fd, select.POLLOUT, deadline, 'the worker did not accept the request before the deadline')
+        try: view = view[os.write(fd, view[:1 << 16]):]
+        except BlockingIOError: continue
+
+def _read_some(fd: int, n: int, deadline: float) -> bytes:
+    "Up to `n` bytes from the non-blocking `fd` before `deadline`; b'' at end of file."
+    while True:
+        _wait_fd(fd, select.POLLIN, deadline, 'no reply before the deadline')
+        try: return os.read(fd, n)
+        except BlockingIOError: continue
+
+def _depth(x) -> int:
+    "Nesting depth of JSON data, without recursion (a reply nested a thousand deep must not overflow the stack)."
+    best, stack = 0, [(x, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict): v = list(v.values())
+        if isinstance(v, list):
+            best = max(best, d + 1)
+            stack.extend((c, d + 1) for c in v)
+    return best
+
+def _reject_constant(name): raise ValueError(f'{name} is not allowed')
+
+# %% ../nbs/06_sandbox.ipynb #f0076133
 _LIVE: set = set()  # workers alive in this process, killed at exit at the latest
 
 def _kill_all():
@@ -172,54 +310,75 @@ atexit.register(_kill_all)
 class _Worker:
     "One worker process and its two protocol pipes (parent side)."
     def __init__(self, tier: str, limits: SandboxLimits):
-        self.limits, self.tier, self.dead = limits, tier, None
+        self.limits, self.tier, self.dead, self.cgroup, self._uid_fd, self._info_r = limits, tier, None, None, None, None
         stage, exe = stage_dir(), _interpreter()
         as_root = os.geteuid() == 0
-        uid = _next_uid() if as_root and 'uid' in tier else None
+        uid = None
+        if as_root and 'uid' in tier: uid, self._uid_fd = _claim_uid()
+        bwrap = 'bwrap' in tier
+        scratch = None if bwrap else tempfile.mkdtemp(prefix='spade-scratch-')
+        if scratch and uid is not None: os.chown(scratch, uid, uid)
+        self.scratch = scratch
         lim = {'cpu_seconds': limits.cpu_seconds, 'file_mb': limits.file_mb, 'open_files': limits.open_files,
                'memory_mb': limits.memory_mb, 'nproc': limits.threads if uid is not None or not as_root else 0,
-               'seccomp': 'seccomp' in tier, 'libseccomp': _libseccomp() if 'seccomp' in tier else None}
+               'seccomp': 'seccomp' in tier, 'libseccomp': _libseccomp() if 'seccomp' in tier else None,
+               'scratch': '/scratch' if bwrap else scratch, 'landlock': 'seccomp' in tier}
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
-        inner_stage = '/opt/spade' if 'bwrap' in tier else str(stage)
-        boot = f"import sys; sys.path[:0] = [{inner_stage!r}]; from spade_nb.worker import main; sys.exit(main())"
+        fds = [req_r, rep_w]
+        boot = f"import sys; sys.path[:0] = [{'/opt/spade' if bwrap else str(stage)!r}]; from spade_nb.worker import main; sys.exit(main())"
         cmd = [exe, '-S', '-s', '-B', '-c', boot, str(req_r), str(rep_w), json.dumps(lim)]
         env = {'PYTHONHASHSEED': '0', 'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1',
-               'NUMEXPR_NUM_THREADS': '1', 'PYTHONDONTWRITEBYTECODE': '1', 'LANG': 'C.UTF-8'}
-        if 'bwrap' in tier:
-            cmd = _bwrap_args(stage, exe, limits) + ['--clearenv'] + sum((['--setenv', k, v] for k, v in env.items()), []) + cmd
-            scratch = None
-        else:
-            scratch = tempfile.mkdtemp(prefix='spade-scratch-')
-            if uid is not None: os.chown(scratch, uid, uid)
-        self.scratch = scratch
+               'NUMEXPR_NUM_THREADS': '1', 'PYTHONDONTWRITEBYTECODE': '1', 'LANG': 'C.UTF-8',
+               'HOME': '/scratch' if bwrap else scratch, 'TMPDIR': '/scratch' if bwrap else scratch}
+        if bwrap:
+            self._info_r, info_w = os.pipe()
+            fds.append(info_w)
+            cmd = _bwrap_args(stage, exe, limits, info_w) + ['--clearenv'] + sum((['--setenv', k, v] for k, v in env.items()), []) + cmd
+        cg = _cgroup_bases() if as_root or os.environ.get('SPADE_NB_CGROUP') else None
         try:
+            if cg: self.cgroup = _Cgroup(*cg, limits, pids=limits.threads + 2)
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         pass_fds=(req_r, rep_w), env=env, cwd=scratch or '/', process_group=0,
+                                         pass_fds=fds, env=env, cwd=scratch or '/', process_group=0,
                                          user=uid, group=uid, extra_groups=[] if uid is not None else None)
+            if self.cgroup: self.cgroup.add(self.proc.pid)
+        except BaseException:
+            self.kill(); raise
         finally:
-            os.close(req_r); os.close(rep_w)
+            for fd in fds: os.close(fd)
+        for fd in (self.req_w, self.rep_r): os.set_blocking(fd, False)
         _LIVE.add(self)
-        self.started, self.ready_seconds, self.uid = time.perf_counter(), None, None
+        self.started, self.ready_seconds, self.uid, self.hello = time.perf_counter(), None, None, {}
 
     def wait_ready(self):
-        "Block until the worker has started (imports, limits, filter) and said so."
+        "Block until the worker has started (in its cgroup, with its limits and filter) and said so."
         if self.ready_seconds is None:
-            try: hello = self._read(self.limits.start_timeout, expect_id=None)
+            try:
+                deadline = time.monotonic() + self.limits.start_timeout
+                if self._info_r is not None: self._join_cgroup(deadline)
+                hello = self._read(max(0.01, deadline - time.monotonic()), expect_id=None)
             except SandboxError as e:
                 self.dead = (e.reason, e.message); self.kill(); raise
             if not hello.get('ready'): self.kill(); raise SandboxError('setup', f'worker did not start: {hello}')
             self.ready_seconds = time.perf_counter() - self.started
-            self.uid = hello.get('uid')
+            self.uid, self.hello = hello.get('uid'), hello
         return self
 
-    # -- wire -------------------------------------------------------------------------------------------
+    def _join_cgroup(self, deadline: float):
+        "Read bubblewrap's --info-fd report and move the sandboxed process (the worker) into the cgroup."
+        buf = b''
+        while (chunk := _read_some(self._info_r, 4096, deadline)):
+            buf += chunk
+            if len(buf) > 65536: break
+        os.close(self._info_r); self._info_r = None
+        try: child = int(json.loads(buf)['child-pid'])
+        except (ValueError, KeyError, TypeError): raise SandboxError(*self._death()) from None
+        if self.cgroup and child not in self.cgroup.pids(): self.cgroup.add(child)
+
     def _read_n(self, n: int, deadline: float) -> bytes:
         buf = b''
         while len(buf) < n:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.rep_r], [], [], left)[0]: raise SandboxError('timeout', 'no reply before the deadline')
-            chunk = os.read(self.rep_r, min(n - len(buf), 1 << 20))
+            chunk = _read_some(self.rep_r, min(n - len(buf), 1 << 20), deadline)
             if not chunk: raise SandboxError(*self._death())
             buf += chunk
         return buf
@@ -228,6 +387,7 @@ class _Worker:
         "Why the worker is gone: its exit status, read without waiting long."
         try: code = self.proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired: code = None
+        if self.cgroup and self.cgroup.oom_killed(): return 'memory', "the worker's cgroup ran out of memory"
         if code is not None and code < 0:
             sig = -code
             if sig == signal.SIGXCPU: return 'timeout', 'CPU time limit exceeded'
@@ -254,13 +414,9 @@ class _Worker:
         if self.dead: raise SandboxError(*self.dead)
         rid = secrets.token_hex(8)
         data = json.dumps({'id': rid, 'op': op, **payload}, ensure_ascii=False).encode('utf-8')
+        deadline = time.monotonic() + (timeout or self.limits.call_timeout)
         try:
-            msg = struct.pack('>I', len(data)) + data
-            deadline = time.monotonic() + (timeout or self.limits.call_timeout)
-            while msg:
-                if not select.select([], [self.req_w], [], max(0.0, deadline - time.monotonic()))[1]:
-                    raise SandboxError('timeout', 'worker did not accept the request')
-                msg = msg[os.write(self.req_w, msg[:1 << 16]):]
+            _write_all(self.req_w, struct.pack('>I', len(data)) + data, deadline)
             return self._read(max(0.01, deadline - time.monotonic()), rid)
         except BrokenPipeError:
             self.dead = self._death(); self.kill(); raise SandboxError(*self.dead) from None
@@ -268,33 +424,31 @@ class _Worker:
             self.dead = (e.reason, e.message); self.kill(); raise
 
     def kill(self):
-        if getattr(self, 'proc', None) is not None and self.proc.poll() is None:
-            try: os.killpg(self.proc.pid, signal.SIGKILL)
+        "Kill the worker and everything in its cgroup, close its pipes, free its uid; safe to call twice."
+        proc = getattr(self, 'proc', None)
+        if self.cgroup: self.cgroup.kill()
+        if proc is not None and proc.poll() is None:
+            try: os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError): pass
-            try: self.proc.kill()
+            try: proc.kill()
             except ProcessLookupError: pass
-        if getattr(self, 'proc', None) is not None:
-            try: self.proc.wait(timeout=5)
+        if proc is not None:
+            try: proc.wait(timeout=5)
             except subprocess.TimeoutExpired: pass
-        for fd in ('req_w', 'rep_r'):
+        if self.cgroup: self.cgroup.kill(); self.cgroup = None  # again: the monitor's exit may have raced the first pass
+        for fd in ('req_w', 'rep_r', '_info_r'):
             if getattr(self, fd, None) is not None:
                 try: os.close(getattr(self, fd))
                 except OSError: pass
                 setattr(self, fd, None)
+        if self._uid_fd is not None: os.close(self._uid_fd); self._uid_fd = None
         if getattr(self, 'scratch', None): shutil.rmtree(self.scratch, ignore_errors=True); self.scratch = None
         if not self.dead: self.dead = ('closed', 'the worker was closed')
         _LIVE.discard(self)
 
-def _reject_constant(name): raise ValueError(f'{name} is not allowed')
-
-def _depth(x, d=0) -> int:
-    if isinstance(x, dict): return max([_depth(v, d + 1) for v in x.values()] or [d + 1])
-    if isinstance(x, list): return max([_depth(v, d + 1) for v in x] or [d + 1])
-    return d
-
-def _bwrap_args(stage: Path, exe: str, limits: SandboxLimits) -> list[str]:
+def _bwrap_args(stage: Path, exe: str, limits: SandboxLimits, info_fd: int) -> list[str]:
     args = [_bwrap_binary(), '--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session',
-            '--ro-bind', '/usr', '/usr']
+            '--as-pid-1', '--info-fd', str(info_fd), '--ro-bind', '/usr', '/usr']
     for d in ('/lib', '/lib64', '/bin', '/sbin'):
         p = Path(d)
         if p.is_symlink(): args += ['--symlink', os.readlink(p), d]
@@ -306,7 +460,7 @@ def _bwrap_args(stage: Path, exe: str, limits: SandboxLimits) -> list[str]:
         prefix = str(Path(sys.base_prefix).resolve())
         args += ['--ro-bind', prefix, prefix]
         if not str(Path(exe).resolve()).startswith(prefix + '/'): args += ['--ro-bind', exe, exe]
-    return args
+    return args + ['--remount-ro', '/dev', '--remount-ro', '/']
 
 # %% ../nbs/06_sandbox.ipynb #1c2272e5
 _TIER = None
@@ -364,8 +518,7 @@ class SandboxedEnv:
         except SandboxError:
             self.close(); raise
         if 'error' in reply:
-            reason = reply['error'] if reply['error'] in ('memory', 'syntax', 'no_env_class', 'contract', 'crash') else 'crash'
-            if op == 'load' and reason in ('crash',): reason = 'crash'
+            reason = reply['error'] if reply['error'] in ('memory', 'syntax', 'no_env_class', 'contract', 'crash', 'forbidden_syscall', 'output_too_large') else 'crash'
             raise SandboxError(reason, str(reply.get('message', ''))[:1000])
         return reply
 
@@ -376,7 +529,8 @@ class SandboxedEnv:
         return out[0], out[1]
 
     def step(self, action: str, *, instance: str = '0') -> tuple[str, float, bool, bool, dict]:
-        out = self._call('step', action=action, instance=instance).get('result')
+        if not isinstance(action, str): raise TypeError(f'an action is a str, got {type(action).__name__}')
+        out = self._call('step', action=action[:self.limits.max_action_chars], instance=instance).get('result')
         if not (isinstance(out, list) and len(out) == 5):
             raise SandboxError('contract', f'step must return (obs, reward, terminated, truncated, info), got {_brief(out)}')
         obs, reward, term, trunc, info = out
