@@ -311,6 +311,7 @@ class _Worker:
     "One worker process and its two protocol pipes (parent side)."
     def __init__(self, tier: str, limits: SandboxLimits):
         self.limits, self.tier, self.dead, self.cgroup, self._uid_fd, self._info_r = limits, tier, None, None, None, None
+        self.child_pid = None  # the sandboxed process's host pid, under bubblewrap (bubblewrap itself is self.proc)
         stage, exe = stage_dir(), _interpreter()
         as_root = os.geteuid() == 0
         uid = None
@@ -355,7 +356,7 @@ class _Worker:
         if self.ready_seconds is None:
             try:
                 deadline = time.monotonic() + self.limits.start_timeout
-                if self._info_r is not None: self._join_cgroup(deadline)
+                if self._info_r is not None: self._read_info(deadline)
                 hello = self._read(max(0.01, deadline - time.monotonic()), expect_id=None)
             except SandboxError as e:
                 self.dead = (e.reason, e.message); self.kill(); raise
@@ -364,16 +365,18 @@ class _Worker:
             self.uid, self.hello = hello.get('uid'), hello
         return self
 
-    def _join_cgroup(self, deadline: float):
-        "Read bubblewrap's --info-fd report and move the sandboxed process (the worker) into the cgroup."
+    def _read_info(self, deadline: float):
+        "Read bubblewrap's --info-fd report: the worker's host pid, which joins the cgroup if it is not in it yet."
         buf = b''
-        while (chunk := _read_some(self._info_r, 4096, deadline)):
-            buf += chunk
-            if len(buf) > 65536: break
-        os.close(self._info_r); self._info_r = None
-        try: child = int(json.loads(buf)['child-pid'])
+        try:
+            while (chunk := _read_some(self._info_r, 4096, deadline)):
+                buf += chunk
+                if len(buf) > 65536: break
+        finally:
+            os.close(self._info_r); self._info_r = None
+        try: self.child_pid = int(json.loads(buf)['child-pid'])
         except (ValueError, KeyError, TypeError): raise SandboxError(*self._death()) from None
-        if self.cgroup and child not in self.cgroup.pids(): self.cgroup.add(child)
+        if self.cgroup and self.child_pid not in self.cgroup.pids(): self.cgroup.add(self.child_pid)
 
     def _read_n(self, n: int, deadline: float) -> bytes:
         buf = b''
@@ -426,6 +429,16 @@ class _Worker:
     def kill(self):
         "Kill the worker and everything in its cgroup, close its pipes, free its uid; safe to call twice."
         proc = getattr(self, 'proc', None)
+        if proc is not None and proc.poll() is None and self._info_r is not None:
+            try: self._read_info(time.monotonic() + 0.5)
+            except (SandboxError, OSError): pass
+        if proc is not None and proc.poll() is None and self.child_pid:
+            # the worker first, so that bubblewrap reaps it and exits: killed together, the worker would be
+            # re-parented to the host's init and linger as a zombie until that init gets round to it
+            try: os.kill(self.child_pid, signal.SIGKILL)
+            except ProcessLookupError: pass
+            try: proc.wait(timeout=1)
+            except subprocess.TimeoutExpired: pass
         if self.cgroup: self.cgroup.kill()
         if proc is not None and proc.poll() is None:
             try: os.killpg(proc.pid, signal.SIGKILL)

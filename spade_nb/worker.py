@@ -47,6 +47,7 @@ _ALLOWED = '''read write readv writev pread64 pwrite64 lseek close fstat newfsta
     getdents64 getcwd chdir fcntl dup dup2 dup3 access faccessat faccessat2 readlink readlinkat mkdir mkdirat
     unlink unlinkat rename renameat renameat2 rmdir ftruncate truncate fsync fdatasync umask
     sendfile copy_file_range chmod fchmod fchmodat statfs fstatfs utimensat utime utimes futimesat
+    getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr
     mmap munmap mprotect mremap madvise brk rt_sigaction rt_sigprocmask rt_sigreturn sigaltstack
     setitimer getitimer alarm
     getpid gettid getppid getuid geteuid getgid getegid getgroups getrandom uname sysinfo getrlimit getrusage times
@@ -76,6 +77,8 @@ def _seccomp_install(lib):
     rule(ALLOW, 'prlimit64', Arg(2, EQ, 0, 0))  # only to read limits (new_limit == NULL)
     rule(ALLOW, 'ioctl', Arg(1, MASKED_EQ, ~1 & (2 ** 64 - 1), FIONCLEX))  # FIONCLEX and FIOCLEX
     rule(ERRNO | 25, 'ioctl', Arg(1, LT, FIONCLEX, 0)); rule(ERRNO | 25, 'ioctl', Arg(1, GT, FIONCLEX + 1, 0))  # ENOTTY
+    for name in ('setxattr', 'lsetxattr', 'fsetxattr', 'removexattr', 'lremovexattr', 'fremovexattr'):
+        rule(ERRNO | 95, name)  # ENOTSUP: shutil.copy2 and copytree carry on without extended attributes
     # clone3 gets the default ENOSYS, on which glibc falls back to clone (whose flags the filter can read)
     if lib.seccomp_load(ctx) != 0: raise OSError('seccomp_load failed')
 
