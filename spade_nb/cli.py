@@ -34,9 +34,10 @@ def doctor() -> tuple[bool, list[str]]:
         lines.append(f"device        {'cuda x%d (%s)' % (gpus, torch.cuda.get_device_name(0)) if gpus else 'cpu'}"
                      f", {torch.get_num_threads()} threads")
     try:
-        from spade_nb.sandbox import TIER_GUARANTEES, sandbox_tier
+        from spade_nb.sandbox import sandbox_defences, sandbox_tier
         tier = sandbox_tier()
-        lines.append(f"sandbox       {tier}: {TIER_GUARANTEES[tier]}")
+        for i, (name, state) in enumerate(sandbox_defences().items()):
+            lines.append(f"{'sandbox' if i == 0 else '':<14}{name + ':':<18}{state}")
         if tier == 'rlimits': lines.append("              generated code is refused unless SPADE_NB_ALLOW_WEAK_SANDBOX=1"); ok = False
     except Exception as e:  # doctor reports, it does not crash
         lines.append(f"sandbox       unavailable ({e})"); ok = False

@@ -28,8 +28,8 @@ from pathlib import Path
 from .core import Config
 
 # %% auto #0
-__all__ = ['TIER_GUARANTEES', 'SandboxLimits', 'SandboxError', 'stage_dir', 'sandbox_tier', 'SandboxedEnv', 'spawn_worker',
-           'WorkerPool']
+__all__ = ['TIER_GUARANTEES', 'SandboxLimits', 'SandboxError', 'stage_dir', 'sandbox_tier', 'sandbox_defences', 'SandboxedEnv',
+           'spawn_worker', 'WorkerPool']
 
 # %% ../nbs/06_sandbox.ipynb #2b38c48f
 @dataclass
@@ -186,8 +186,10 @@ def _claim_uid() -> tuple[int, int]:
             return uid, fd
     raise SandboxError('setup', f'all {_UID_SLOTS} sandbox uids are in use')
 
-# %% ../nbs/06_sandbox.ipynb #57c8b319
+# %% ../nbs/06_sandbox.ipynb #8a6e714a
 _CG = Path('/sys/fs/cgroup')
+_CG_CONTROLLERS = ('pids', 'memory', 'cpu')
+_cgroup_note = ['not tried yet']  # why the last worker has no cgroup, for `sandbox_defences`
 
 def _own_cgroup(controller: str | None) -> str | None:
     "This process's cgroup path in the v1 hierarchy of `controller`, or in the v2 one (None)."
@@ -196,42 +198,50 @@ def _own_cgroup(controller: str | None) -> str | None:
         if (controller is None and ctrls == '') or (controller and controller in ctrls.split(',')): return path
     return None
 
+def _enable_v2(folder: Path):
+    "Ask for the three controllers in `folder`'s children (fails quietly where it may not)."
+    try: (folder/'cgroup.subtree_control').write_text(' '.join('+' + c for c in _CG_CONTROLLERS))
+    except OSError: pass
+
 def _cgroup_bases() -> tuple[str, list[Path]] | None:
-    "('v1', [pids, memory, cpu folders]) or ('v2', [folder]) where this process may make worker cgroups; None if nowhere."
-    if os.environ.get('SPADE_NB_CGROUP'):
-        return 'v2', [Path(os.environ['SPADE_NB_CGROUP'])]
-    v1 = [_CG/c for c in ('pids', 'memory', 'cpu')]
-    if all((p/'cgroup.procs').exists() for p in v1):
-        bases = [p/_own_cgroup(p.name).lstrip('/') for p in v1]
+    "('v1', [pids, memory, cpu folders]) or ('v2', [folder]) under which this process may make worker cgroups; None if nowhere."
+    if os.environ.get('SPADE_NB_CGROUP'):  # a delegated v2 folder (an ordinary user under systemd: Delegate=yes)
+        base = Path(os.environ['SPADE_NB_CGROUP'])
+        if not os.access(base, os.W_OK): _cgroup_note[0] = f'SPADE_NB_CGROUP={base} is not a folder this user may write'; return None
+        _enable_v2(base)
+        return 'v2', [base]
+    v1 = [_CG/c for c in _CG_CONTROLLERS]
+    if all((p/'cgroup.procs').exists() for p in v1):  # v1, or a hybrid with the controllers on v1: below our own cgroups
+        bases = [p/(_own_cgroup(p.name) or '/').lstrip('/') for p in v1]
         if all(os.access(b, os.W_OK) for b in bases): return 'v1', bases
-    if (_CG/'cgroup.controllers').exists() and (own := _own_cgroup(None)) is not None:
-        base = _CG/own.lstrip('/')
-        if own == '/' and os.access(base, os.W_OK):
-            try: (base/'cgroup.subtree_control').write_text('+pids +memory +cpu')
-            except OSError: return None
-            return 'v2', [base]
+        _cgroup_note[0] = 'the cgroup v1 folders are not writable (needs root)'; return None
+    if (_CG/'cgroup.controllers').exists() and os.access(_CG, os.W_OK):  # pure v2 as root: a folder of ours at the top
+        base = _CG/'spade_nb'
+        try: base.mkdir(exist_ok=True)
+        except OSError as e: _cgroup_note[0] = f'cannot make {base}: {e}'; return None
+        _enable_v2(_CG); _enable_v2(base)
+        return 'v2', [base]
+    _cgroup_note[0] = 'no writable cgroup hierarchy (needs root, or a delegated cgroup v2 folder in SPADE_NB_CGROUP)'
     return None
 
+# %% ../nbs/06_sandbox.ipynb #aeabe3b9
 class _Cgroup:
-    "One worker's cgroup(s): pids, memory and cpu limits, and a kill that reaches every process inside."
+    "One worker's cgroup(s): pids, memory and cpu limits where the controllers exist, and a kill that reaches every process inside."
     def __init__(self, layout: str, bases: list[Path], limits: SandboxLimits, pids: int):
         name = f'spade-{os.getpid()}-{secrets.token_hex(4)}'
-        self.layout, self.dirs = layout, [b/name for b in bases]
+        self.layout, self.dirs, self.held = layout, [b/name for b in bases], []
         for d in self.dirs: d.mkdir()
-        mem, quota = str(limits.memory_mb << 20), int(limits.cpu_share * 100_000)
-        if layout == 'v1':
-            self._set('pids.max', str(pids)); self._set('memory.limit_in_bytes', mem)
-            self._set('cpu.cfs_period_us', '100000'); self._set('cpu.cfs_quota_us', str(quota))
-        else:
-            self._set('pids.max', str(pids)); self._set('memory.max', mem); self._set('memory.swap.max', '0', required=False)
-            self._set('cpu.max', f'{quota} 100000')
-
-    def _set(self, name: str, value: str, required: bool = True):
-        d = next((d for d in self.dirs if (d/name).exists()), None)
-        if d is None:
-            if required: raise SandboxError('setup', f'cgroup file {name} missing under {self.dirs}')
-            return
-        (d/name).write_text(value)
+        quota = int(limits.cpu_share * 100_000)
+        v1 = layout == 'v1'
+        for ctrl, name, value in (('pids', 'pids.max', str(pids)),
+                                  ('memory', 'memory.limit_in_bytes' if v1 else 'memory.max', str(limits.memory_mb << 20)),
+                                  ('memory', None if v1 else 'memory.swap.max', '0'),
+                                  ('cpu', 'cpu.cfs_period_us' if v1 else None, '100000'),
+                                  ('cpu', 'cpu.cfs_quota_us' if v1 else 'cpu.max', str(quota) if v1 else f'{quota} 100000')):
+            d = next((d for d in self.dirs if name and (d/name).exists()), None)
+            if d is None: continue
+            (d/name).write_text(value)
+            if ctrl not in self.held: self.held.append(ctrl)
 
     def add(self, pid: int):
         for d in self.dirs: (d/'cgroup.procs').write_text(str(pid))
@@ -261,6 +271,16 @@ class _Cgroup:
                 try: d.rmdir(); break
                 except FileNotFoundError: break
                 except OSError: time.sleep(0.005)
+
+def _make_cgroup(limits: SandboxLimits) -> _Cgroup | None:
+    "A cgroup for one worker where this process may make one; None (with the reason kept for the doctor) where not."
+    if os.geteuid() != 0 and not os.environ.get('SPADE_NB_CGROUP'):
+        _cgroup_note[0] = 'not root (an ordinary user may name a delegated cgroup v2 folder in SPADE_NB_CGROUP)'; return None
+    bases = _cgroup_bases()
+    if bases is None: return None
+    try: return _Cgroup(*bases, limits, pids=limits.threads + 2)
+    except OSError as e:
+        _cgroup_note[0] = f'could not make a worker cgroup: {e}'; return None
 
 # %% ../nbs/06_sandbox.ipynb #c519dc00
 def _wait_fd(fd: int, events: int, deadline: float, what: str):
@@ -336,13 +356,12 @@ class _Worker:
             self._info_r, info_w = os.pipe()
             fds.append(info_w)
             cmd = _bwrap_args(stage, exe, limits, info_w) + ['--clearenv'] + sum((['--setenv', k, v] for k, v in env.items()), []) + cmd
-        cg = _cgroup_bases() if as_root or os.environ.get('SPADE_NB_CGROUP') else None
         try:
-            if cg: self.cgroup = _Cgroup(*cg, limits, pids=limits.threads + 2)
+            self.cgroup = _make_cgroup(limits)
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                          pass_fds=fds, env=env, cwd=scratch or '/', process_group=0,
                                          user=uid, group=uid, extra_groups=[] if uid is not None else None)
-            if self.cgroup: self.cgroup.add(self.proc.pid)
+            self._join(self.proc.pid)
         except BaseException:
             self.kill(); raise
         finally:
@@ -376,7 +395,15 @@ class _Worker:
             os.close(self._info_r); self._info_r = None
         try: self.child_pid = int(json.loads(buf)['child-pid'])
         except (ValueError, KeyError, TypeError): raise SandboxError(*self._death()) from None
-        if self.cgroup and self.child_pid not in self.cgroup.pids(): self.cgroup.add(self.child_pid)
+        if self.cgroup and self.child_pid not in self.cgroup.pids(): self._join(self.child_pid)
+
+    def _join(self, pid: int):
+        "Move `pid` into the worker's cgroup; if the kernel refuses, the worker goes on without one (and says why)."
+        if self.cgroup is None: return
+        try: self.cgroup.add(pid)
+        except OSError as e:
+            _cgroup_note[0] = f'could not move a worker into its cgroup: {e}'
+            self.cgroup.kill(); self.cgroup = None
 
     def _read_n(self, n: int, deadline: float) -> bytes:
         buf = b''
@@ -475,7 +502,7 @@ def _bwrap_args(stage: Path, exe: str, limits: SandboxLimits, info_fd: int) -> l
         if not str(Path(exe).resolve()).startswith(prefix + '/'): args += ['--ro-bind', exe, exe]
     return args + ['--remount-ro', '/dev', '--remount-ro', '/']
 
-# %% ../nbs/06_sandbox.ipynb #1c2272e5
+# %% ../nbs/06_sandbox.ipynb #3a4715ce
 _TIER = None
 
 def _probe(tier: str) -> bool:
@@ -484,7 +511,7 @@ def _probe(tier: str) -> bool:
     except (SandboxError, OSError) as e:
         return False
     w.kill()
-    return True
+    return tier != 'seccomp' or bool(w.hello.get('landlock'))  # same uid as the trainer: only with Landlock's ptrace scope
 
 def sandbox_tier(refresh: bool = False) -> str:
     "The strongest isolation tier that works here: 'bwrap+uid+seccomp', 'bwrap+seccomp', 'uid+seccomp', 'seccomp' or 'rlimits'."
@@ -499,12 +526,35 @@ def sandbox_tier(refresh: bool = False) -> str:
     return _TIER
 
 TIER_GUARANTEES = {
-    'bwrap+uid+seccomp': 'namespaces (no network, own pids, read-only system, private scratch), unprivileged uid (process limit enforced), seccomp allow-list, rlimits',
-    'bwrap+seccomp': 'namespaces (no network, own pids, read-only system, private scratch), seccomp allow-list, rlimits',
-    'uid+seccomp': 'unprivileged uid, seccomp allow-list (no network, exec or fork), rlimits; the filesystem is protected only by permissions',
-    'seccomp': 'seccomp allow-list (no network, exec or fork), rlimits; the filesystem is protected only by permissions',
+    'bwrap+uid+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), own uid, seccomp allow-list, Landlock where the kernel has it, cgroup (pids, memory incl. tmpfs, cpu), rlimits',
+    'bwrap+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), seccomp allow-list, Landlock where the kernel has it, rlimits; no cgroup (CPU bounded by RLIMIT_CPU only)',
+    'uid+seccomp': 'own uid, seccomp allow-list (no network, exec or fork), Landlock where the kernel has it (else the filesystem is protected only by permissions), cgroup, rlimits',
+    'seccomp': 'seccomp allow-list (no network, exec or fork), Landlock (read-only outside scratch, ptrace scoped), rlimits; no cgroup',
     'rlimits': 'resource limits only: NOT a security boundary',
 }
+
+# %% ../nbs/06_sandbox.ipynb #87ab9669
+def sandbox_defences(limits: SandboxLimits | None = None) -> dict[str, str]:
+    "Which defences hold here, checked on a live worker: name -> 'yes: ...' or 'no: ...'."
+    tier, limits = sandbox_tier(), limits or SandboxLimits()
+    out = {'tier': f'{tier}: {TIER_GUARANTEES[tier]}'}
+    try: w = _Worker(tier, limits).wait_ready()
+    except (SandboxError, OSError) as e: return {**out, 'worker': f'no: does not start ({e})'}
+    try:
+        h, bwrap = w.hello, 'bwrap' in tier
+        out['namespaces'] = 'yes: own pid, network, mount and user namespaces; the worker is pid 1, alone' if bwrap and h.get('pid') == 1 else 'no'
+        out['read-only system'] = f'yes: / and /dev read-only; scratch a {limits.scratch_mb} MB tmpfs' if bwrap else 'no (see Landlock)'
+        out['own uid'] = f'yes: uid {h.get("uid")}, claimed with a lock file' if 'uid' in tier else 'no: the worker runs as this user'
+        out['seccomp'] = 'yes: allow-list, ENOSYS for the rest' if 'seccomp' in tier else 'no'
+        out['landlock'] = (f'yes: ABI {h["landlock"]}: ptrace scoped to the worker, read-only outside scratch' if h.get('landlock')
+                           else 'no: the kernel has no Landlock')
+        out['non-dumpable'] = 'yes' if h.get('dumpable') == 0 else 'no'
+        held = {'pids': f'pids {limits.threads + 2}', 'memory': f'memory {limits.memory_mb} MB (tmpfs included)', 'cpu': f'cpu {limits.cpu_share} cores'}
+        parts = [held[c] if w.cgroup and c in w.cgroup.held else f'no {c} controller' for c in held]
+        out['cgroup'] = f'yes: {w.cgroup.layout}, killed whole on close; ' + ', '.join(parts) if w.cgroup else f'no: {_cgroup_note[0]}'
+    finally:
+        w.kill()
+    return out
 
 # %% ../nbs/06_sandbox.ipynb #7263ebc4
 class SandboxedEnv:

@@ -496,3 +496,12 @@ def test_a_blocked_call_that_ends_an_episode_is_named(call):
         '        written = open(self.path).read()', f'        {call}\n        written = open(self.path).read()')
     v = admit(code, config=FAST)
     assert v.reason == 'forbidden_syscall', (call, v.reason, v.details)
+
+
+def test_every_seed_environment_is_still_admitted():
+    "Three admissions of each seed environment on fresh random seeds, through the hardened sandbox."
+    from spade_nb.seeds import seed_sources
+    sources = seed_sources()
+    names = [n for n in sources for _ in range(3)]
+    verdicts = admit_many([sources[n] for n in names], [None] * len(names), parallel=2)
+    assert [(n, v.reason) for n, v in zip(names, verdicts) if not v.ok] == []
