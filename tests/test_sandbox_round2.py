@@ -86,7 +86,7 @@ def procs_of(uids) -> list[int]:
 
 # Tests that fill a tmpfs hold this lock exclusively, the others shared, so that no check of shared memory
 # runs while another test of this file (on another xdist worker) has hundreds of MB in a sandbox's tmpfs.
-SHM_LOCK = Path(tempfile.gettempdir())/'spade_nb-test-shmem.lock'
+SHM_LOCK = Path(tempfile.gettempdir())/f'spade_nb-test-shmem-{os.geteuid()}.lock'
 FILLS_TMPFS = ('test_a_thread_filling_the_scratch_between_calls_is_bounded', 'test_tmpfs_counts_against_the_memory_limit')
 
 
@@ -124,6 +124,7 @@ def attack_mem(arg):
     return {"exists": os.path.exists(f"/proc/{pid}"), "uid": _try(lambda: os.stat(f"/proc/{pid}").st_uid),
             "open_mem_rw": _try(lambda: os.open(f"/proc/{pid}/mem", os.O_RDWR) and "opened"),
             "open_mem_ro": _try(lambda: os.open(f"/proc/{pid}/mem", os.O_RDONLY) and "opened"),
+            "open_own_mem_ro": _try(lambda: os.open("/proc/self/mem", os.O_RDONLY) and "opened"),
             "kill": _raw(62, pid, 0)}
 def attack_threads(arg):
     for _ in range(4): threading.Thread(target=time.sleep, args=(600,), daemon=False).start()
@@ -155,17 +156,27 @@ def test_without_namespaces_the_parent_and_other_workers_are_unreachable():
         other.kill()
 
 
+def test_landlock_alone_keeps_the_trainer_memory_closed():
+    "The `seccomp` tier's case: no namespaces and no uid change (here even root's); Landlock alone must hold."
+    with SandboxedEnv(probe(PROC_ATTACKS), worker=_Worker('seccomp', SandboxLimits())) as env:
+        assert env.worker.hello['landlock'] >= 1 and env.worker.hello['uid'] == os.getuid()
+        r = report(env, f'mem:{os.getpid()}')
+    assert r['exists'] is True and r['uid'] == os.getuid() and r['open_own_mem_ro'] == 'opened', r  # same uid; the call works
+    assert r['open_mem_rw'].startswith('PermissionError') and r['open_mem_ro'].startswith('PermissionError'), r
+
+
 def test_threads_and_forks_do_not_outlive_close(host_is_clean):
     with SandboxedEnv(probe(PROC_ATTACKS)) as env:
         r = report(env, 'threads')
         assert r['threads'] >= 5 and r['fork'] == -38 and r['vfork'] == -38, r
-        uid = env.worker.uid
-        assert procs_of({uid}), 'the worker runs under its uid'
+        uid = env.worker.uid if env.worker.uid != os.getuid() else None  # as an ordinary user, the worker has ours
+        pids = [p for p in (env.worker.proc.pid, env.worker.child_pid) if p]
+        assert all(Path(f'/proc/{p}').exists() for p in pids) and (uid is None or procs_of({uid}))
         cg = env.worker.cgroup
         assert cg is None or len(cg.pids()) >= 1
     deadline = time.monotonic() + 3
-    while procs_of({uid}) and time.monotonic() < deadline: time.sleep(0.05)
-    assert procs_of({uid}) == []
+    while (any(Path(f'/proc/{p}').exists() for p in pids) or uid and procs_of({uid})) and time.monotonic() < deadline: time.sleep(0.05)
+    assert not any(Path(f'/proc/{p}').exists() for p in pids) and not (uid and procs_of({uid}))
     if cg is not None: assert not any(d.exists() for d in cg.dirs), 'the cgroup was removed'
 
 
