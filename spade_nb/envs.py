@@ -42,9 +42,8 @@ reward `check_answer(answer)`. An action is one JSON object: `{"tool": "<name>",
 win is a return of 1. An episode must end within `max_turns` steps (ToolEnv ends it for you, with
 reward 0 unless the environment says otherwise).
 
-**Sandbox.** The environment runs in a sandbox: use the standard library, numpy and threads; files
-only in the working directory (`tempfile` works); no processes, network, sockets or asyncio, and
-nothing else installed.
+**Sandbox.** Use only the standard library, numpy and threads; write files only in the working
+directory; no processes, network or asyncio.
 """
 
 # %% auto #0

@@ -343,7 +343,8 @@ class _Worker:
         lim = {'cpu_seconds': limits.cpu_seconds, 'file_mb': limits.file_mb, 'open_files': limits.open_files,
                'memory_mb': limits.memory_mb, 'nproc': limits.threads if uid is not None or not as_root else 0,
                'seccomp': 'seccomp' in tier, 'libseccomp': _libseccomp() if 'seccomp' in tier else None,
-               'scratch': '/scratch' if bwrap else scratch, 'landlock': 'seccomp' in tier}
+               'scratch': '/scratch' if bwrap else scratch, 'landlock': 'seccomp' in tier,
+               'read_extra': ['/proc'] if bwrap else []}  # its own pid namespace's /proc shows the worker alone
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
         fds = [req_r, rep_w]
@@ -529,7 +530,7 @@ TIER_GUARANTEES = {
     'bwrap+uid+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), own uid, seccomp allow-list, Landlock where the kernel has it, cgroup (pids, memory incl. tmpfs, cpu), rlimits',
     'bwrap+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), seccomp allow-list, Landlock where the kernel has it, rlimits; no cgroup (CPU bounded by RLIMIT_CPU only)',
     'uid+seccomp': 'own uid, seccomp allow-list (no network, exec or fork), Landlock where the kernel has it (else the filesystem is protected only by permissions), cgroup, rlimits',
-    'seccomp': 'seccomp allow-list (no network, exec or fork), Landlock (read-only outside scratch, ptrace scoped), rlimits; no cgroup',
+    'seccomp': 'seccomp allow-list (no network, exec or fork), Landlock (reads: interpreter, packages, system libraries; writes: scratch; ptrace scoped), rlimits; no cgroup',
     'rlimits': 'resource limits only: NOT a security boundary',
 }
 
@@ -546,7 +547,7 @@ def sandbox_defences(limits: SandboxLimits | None = None) -> dict[str, str]:
         out['read-only system'] = f'yes: / and /dev read-only; scratch a {limits.scratch_mb} MB tmpfs' if bwrap else 'no (see Landlock)'
         out['own uid'] = f'yes: uid {h.get("uid")}, claimed with a lock file' if 'uid' in tier else 'no: the worker runs as this user'
         out['seccomp'] = 'yes: allow-list, ENOSYS for the rest' if 'seccomp' in tier else 'no'
-        out['landlock'] = (f'yes: ABI {h["landlock"]}: ptrace scoped to the worker, read-only outside scratch' if h.get('landlock')
+        out['landlock'] = (f'yes: ABI {h["landlock"]}: ptrace scoped to the worker; reads only its interpreter, packages and system libraries, writes only scratch' if h.get('landlock')
                            else 'no: the kernel has no Landlock')
         out['non-dumpable'] = 'yes' if h.get('dumpable') == 0 else 'no'
         held = {'pids': f'pids {limits.threads + 2}', 'memory': f'memory {limits.memory_mb} MB (tmpfs included)', 'cpu': f'cpu {limits.cpu_share} cores'}

@@ -83,8 +83,15 @@ def _seccomp_install(lib):
     if lib.seccomp_load(ctx) != 0: raise OSError('seccomp_load failed')
 
 # %% ../nbs/05_worker.ipynb #ec840d37
-def _landlock(scratch: str) -> int:
-    "Restrict this process: read-only filesystem outside `scratch`, ptrace scoped to itself; the ABI in force (0: none)."
+def _read_roots(extra=()) -> list[str]:
+    "What the worker may read: its interpreter, its import path, the system's libraries, its own /proc entry, `extra`."
+    roots = {*extra, _sys.base_prefix, _sys.prefix, _os.path.dirname(_os.path.realpath(_sys.executable)),
+             *(p for p in _sys.path if p), '/usr', '/lib', '/lib64', '/lib32', '/bin', '/sbin', '/etc/ld.so.cache',
+             '/etc/localtime', '/dev/urandom', '/dev/zero', '/proc/self'}
+    return sorted(r for r in roots if _os.path.exists(r))
+
+def _landlock(scratch: str, read_extra=()) -> int:
+    "Restrict this process: read only `_read_roots()`, read and write `scratch`, ptrace scoped to itself; the ABI in force (0: none)."
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # landlock_create_ruleset(VERSION)
@@ -95,9 +102,10 @@ def _landlock(scratch: str) -> int:
     rfd = libc.syscall(444, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if rfd < 0: raise OSError(ctypes.get_errno(), 'landlock_create_ruleset')
     READ, FILE = 1 | 4 | 8, 1 | 2 | 4 | (1 << 14 if abi >= 3 else 0)  # execute, read file, read dir; file rights
-    for path, access in (('/', READ), (scratch, fs & ~((1 << 6) | (1 << 11))), ('/dev/null', 2 | 4)):
+    rules = [(r, READ) for r in _read_roots(read_extra)] + [(scratch, fs & ~((1 << 6) | (1 << 11))), ('/dev/null', 2 | 4)]
+    for path, access in rules:
         fd = _os.open(path, _os.O_PATH | _os.O_CLOEXEC)
-        rule = _struct.pack('<Qi', access & (FILE if path == '/dev/null' else fs), fd)
+        rule = _struct.pack('<Qi', access & (fs if _os.path.isdir(path) else FILE), fd)
         ok = libc.syscall(445, ctypes.c_int(rfd), ctypes.c_int(1), ctypes.c_char_p(rule), ctypes.c_uint32(0))
         _os.close(fd)
         if ok != 0: raise OSError(ctypes.get_errno(), f'landlock_add_rule {path}')
@@ -193,7 +201,7 @@ def main(argv=None):
     import numpy, gymnasium  # noqa: F401  (load before the limits and the filter)
     from spade_nb import envs  # noqa: F401
     lib = ctypes.CDLL(lim['libseccomp']) if lim.get('seccomp') else None
-    landlock = _landlock(lim.get('scratch') or _os.getcwd()) if lim.get('landlock', True) else 0
+    landlock = _landlock(lim.get('scratch') or _os.getcwd(), lim.get('read_extra', ())) if lim.get('landlock', True) else 0
     _set_limits(lim)
     dumpable = libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE (prctl is forbidden from here on)
     if lib is not None: _seccomp_install(lib)

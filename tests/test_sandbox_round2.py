@@ -165,6 +165,25 @@ def test_landlock_alone_keeps_the_trainer_memory_closed():
     assert r['open_mem_rw'].startswith('PermissionError') and r['open_mem_ro'].startswith('PermissionError'), r
 
 
+READ_ATTACKS = '''
+def attack_read(arg):
+    paths = [arg, "/etc/passwd", "/root", "/home", "/proc/1/environ", "/proc/self/status", json.decoder.__file__]
+    return {p: _try(lambda: (os.listdir(p) if os.path.isdir(p) else open(p).read(64)) and "read") for p in paths}
+'''
+
+
+@pytest.mark.skipif(not ROOT_TIER, reason='forcing the weaker tiers needs root here')
+@pytest.mark.parametrize('tier', ['uid+seccomp', 'seccomp'])
+def test_without_namespaces_the_user_files_are_not_readable(tier):
+    "Landlock gives the worker bubblewrap's narrow view: its interpreter, its packages, the system's libraries."
+    project_file = str(Path(__file__).resolve().parents[1]/'settings.ini')  # world-readable, in the project
+    with SandboxedEnv(probe(READ_ATTACKS), worker=_Worker(tier, SandboxLimits())) as env:
+        r = report(env, f'read:{project_file}')
+    assert r['/proc/self/status'] == 'read' and r[next(k for k in r if k.endswith('decoder.py'))] == 'read', r  # the reads work
+    for path in (project_file, '/etc/passwd', '/root', '/home', '/proc/1/environ'):
+        assert r[path].startswith(('PermissionError', 'FileNotFoundError')), (tier, path, r[path])
+
+
 def test_threads_and_forks_do_not_outlive_close(host_is_clean):
     with SandboxedEnv(probe(PROC_ATTACKS)) as env:
         r = report(env, 'threads')
