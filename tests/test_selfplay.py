@@ -13,29 +13,13 @@ import numpy as np
 from spade_nb.memory import EnvMemory
 from spade_nb.selfplay import Run, SelfPlay, load_config
 
-FAST = ['selfplay.iterations=3', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.eval_seeds=1',
-        'selfplay.heldout=[CaesarEnv]', 'designer.max_new_tokens=24', 'designer.document_tokens=64', 'hints.max_new_tokens=8',
-        'rollout.max_new_tokens=8', 'rollout.max_turns=2', 'rollout.demonstrations=0', 'trainer.lr=1e-2', 'selfplay.format_bonus=0.1',
-        'selfplay.progress_bonus=0.05', 'designer.max_new_tokens=1024', 'hints.source=inline']
-
 SCRIPT = '''
-import sys, zlib
-from spade_nb.llm import ScriptedPolicy, tiny_policy
+import sys
 from spade_nb.selfplay import SelfPlay, load_config
-from spade_nb.seeds import seed_sources
-cfg = load_config('tiny-cpu', overrides={fast!r})
+from spade_nb.testing import FAST_RUN, known_good_design, scripted_policy, stateless_script
+cfg = load_config('tiny-cpu', overrides=FAST_RUN)
 mode, run_dir = sys.argv[1], sys.argv[2]
-GOOD = seed_sources()['GridWalkEnv'].replace('class GridWalkEnv', 'class MazeEnv').replace(
-    'Reply with up, down, left or right.', 'Moves: up, down, left, right.').replace('        self.turn = 0\\n', '        self.turn = 0\\n        self.kind = 1\\n')
-
-def script(text, k):
-    "Stateless, so that a resumed process replies exactly as an uninterrupted one."
-    h = zlib.crc32(text.encode())
-    if 'Environment Designer' in text: return f'```python\\n{{GOOD}}\\n```' if h % 2 == 0 else 'no idea'
-    if 'privileged hint' in text: return None
-    return 'I go \\\\boxed{{up}}' if zlib.crc32(text.split('assistant')[0].encode()) % 2 else 'hmm'
-
-pol = ScriptedPolicy(tiny_policy(max_context=4096), script)
+pol = scripted_policy(stateless_script(known_good_design('GridWalkEnv')))
 sp = SelfPlay.start(cfg, run_dir, policy=pol) if mode == 'start' else SelfPlay.resume(run_dir, policy=pol)
 sp.run()
 '''
@@ -43,7 +27,7 @@ sp.run()
 
 def _launch(tmp, mode, run_dir):
     script = tmp/'run.py'
-    script.write_text(SCRIPT.format(fast=FAST))
+    script.write_text(SCRIPT)
     return subprocess.Popen([sys.executable, str(script), mode, str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
