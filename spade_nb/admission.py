@@ -173,8 +173,13 @@ class _Budget:
     def check(self):
         if time.monotonic() > self.end: raise SandboxError('timeout', 'admission ran past its time budget')
 
-def _play(env, seed, actions=None, policy=None, rng=None, *, instance='0', cap=None, budget=None, max_obs=8192):
-    "Play one episode; returns (transcript, return). `actions` are replayed, or `policy` is asked each turn."
+def _opaque() -> str:
+    "An instance name that tells the environment nothing (no seed, phase or role)."
+    return secrets.token_hex(8)
+
+def _play(env, seed, actions=None, policy=None, rng=None, *, instance=None, cap=None, budget=None, max_obs=8192):
+    "Play one episode on a fresh, opaque instance; returns (transcript, return). `actions` are replayed, or `policy` is asked each turn."
+    instance = instance or _opaque()
     obs, _ = env.reset(seed=seed, instance=instance)
     if len(obs) > max_obs: raise SandboxError('output_too_large', f'first observation of {len(obs)} characters')
     rows, history, state = [obs], [obs], {}
@@ -232,8 +237,9 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         # 3-4. certificate and contract fuzzing over fresh seeds
         sols, cert = {}, {}
         for s in seeds:
-            env.reset(seed=s)
-            sols[s] = env.solution()
+            iid = _opaque()
+            env.reset(seed=s, instance=iid)
+            sols[s] = env.solution(instance=iid)
             if len(sols[s]) > env.max_turns:
                 return _reject(verdict, 'unsolvable', f'seed {s}: solution has {len(sols[s])} actions, more than max_turns={env.max_turns}')
             cert[s], ret = _play(env, s, sols[s], budget=budget, max_obs=max_obs)
@@ -250,15 +256,16 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
             return _reject(verdict, 'nondeterministic', f'seed {s0}: two interleaved instances of one worker diverged')
         env2, spare = SandboxedEnv(code, cfg.limits, worker=spare), None
         for s in seeds:
-            env2.reset(seed=s)
-            if env2.solution() != sols[s]: return _reject(verdict, 'nondeterministic', f'seed {s}: solution() differs between two fresh workers')
+            iid = _opaque()
+            env2.reset(seed=s, instance=iid)
+            if env2.solution(instance=iid) != sols[s]: return _reject(verdict, 'nondeterministic', f'seed {s}: solution() differs between two fresh workers')
             if _play(env2, s, sols[s], budget=budget, max_obs=max_obs)[0] != cert[s] or \
                _play(env2, s, probes[s] * (1 + env.max_turns // max(1, len(probes[s]))), budget=budget, max_obs=max_obs)[0] != fuzz[s]:
                 return _reject(verdict, 'nondeterministic', f'seed {s}: the same actions gave different transcripts in two fresh workers')
         env2.close()
-        # 6. seed sensitivity
-        if len({json.dumps(sols[s]) for s in seeds}) == 1 and len({json.dumps(fuzz[s]) for s in seeds}) == 1:
-            return _reject(verdict, 'seed_insensitive', f'{len(seeds)} seeds gave the same solution and the same transcripts')
+        # 6. seed sensitivity: one answer for every seed is one fixed puzzle, whatever the observations say
+        if len({json.dumps(sols[s]) for s in seeds}) == 1:
+            return _reject(verdict, 'seed_insensitive', f'all {len(seeds)} seeds have the same solution {_brief(sols[seeds[0]])}')
         # 7. negative controls
         m['controls'] = {}
         for name, policy in control_policies(env.kind).items():
@@ -301,15 +308,20 @@ def _reject(v: Verdict, reason: str, details: str) -> Verdict:
     v.ok, v.reason, v.details = False, reason, details
     return v
 
+def _brief(x) -> str:
+    r = json.dumps(x)
+    return r if len(r) <= 80 else r[:77] + '...'
+
 def _clip(rows):
     return [rows[0][:500]] + [[o[:500], r, te, tr] for o, r, te, tr in rows[1:]]
 
 def _interleaved(env, seed, actions, budget, max_obs):
     "Play `actions` on two instances of one worker in lockstep; both transcripts must match."
-    a, b = [env.reset(seed=seed, instance='x')[0]], [env.reset(seed=seed, instance='y')[0]]
+    x, y = _opaque(), _opaque()
+    a, b = [env.reset(seed=seed, instance=x)[0]], [env.reset(seed=seed, instance=y)[0]]
     for act in actions:
         budget.check()
-        for inst, rows in (('x', a), ('y', b)):
+        for inst, rows in ((x, a), (y, b)):
             o, r, te, tr, _ = env.step(act, instance=inst)
             rows.append([o, r, te, tr])
         if a[-1][2] or a[-1][3]: break
@@ -319,8 +331,9 @@ def behaviour_fingerprint(env, seeds, budget=None, max_obs=8192) -> str:
     "sha256 of transcripts under fixed seeds and fixed probe actions, plus the solutions."
     rows = []
     for s in seeds:
-        env.reset(seed=s)
-        rows.append([env.solution(), _play(env, s, PROBE_ACTIONS, budget=budget, max_obs=max_obs)[0]])
+        iid = _opaque()
+        env.reset(seed=s, instance=iid)
+        rows.append([env.solution(instance=iid), _play(env, s, PROBE_ACTIONS, budget=budget, max_obs=max_obs)[0]])
     return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
 # %% ../nbs/07_admission.ipynb #cd0791fb

@@ -27,7 +27,8 @@ strings.
 - `step(self, action: str) -> (obs: str, reward: float, terminated: bool, truncated: bool, info: dict)`:
   feedback depends on the action; reward in [0, 1]; count turns and return `truncated=True` when
   `max_turns` steps have been taken;
-- `solution(self) -> list[str]`: the actions that, replayed right after `reset(seed)`, win;
+- `solution(self) -> list[str]`: the actions that, replayed right after `reset(seed)`, win; different
+  seeds must need different solutions (one answer for every seed is rejected);
 - optionally `hint(self) -> str`: privileged guidance, never the answer itself.
 
 **ToolEnv**, multi-turn tool use. Define `max_turns`, `reset`, `solution`, tools as methods

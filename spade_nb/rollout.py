@@ -5,6 +5,7 @@
 # %% ../nbs/13_rollout.ipynb #c5c50ae8
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -94,7 +95,7 @@ class RolloutResult:
 # %% ../nbs/13_rollout.ipynb #d2ba3a5a
 def _certify(env: SandboxedEnv, seed: int) -> bool:
     "Does the solution, replayed right after reset(seed), win?"
-    inst = f'certify-{seed}'
+    inst = secrets.token_hex(8)  # opaque: an environment cannot tell certification from play by the name
     env.reset(seed=seed, instance=inst)
     r, ended = 0.0, False
     for a in env.solution(instance=inst):
@@ -123,12 +124,13 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
             for s in good:
                 for hinted in ([False, True] if job.hint else [False]):
                     for k in range(job.plays):
-                        iid = f'{s}-{int(hinted)}-{k}'
+                        iid = secrets.token_hex(8)  # opaque: no seed, arm or play for the environment to read
                         try: obs, _ = env.reset(seed=s, instance=iid)
                         except SandboxError as e: failures[job.env_id] = e.reason; break
-                        msgs = first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None,
-                                              demonstrations=cfg.demonstrations)
-                        ids = policy.chat_ids(msgs)
+                        try: ids = policy.chat_ids(first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None,
+                                                                  demonstrations=cfg.demonstrations))
+                        except Exception:  # an environment whose prompt cannot be rendered fails, not the run
+                            failures[job.env_id] = 'contract'; break
                         e = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids))
                         eps.append(e); inst[id(e)] = (env, iid)
         active = [e for e in eps if e.env_id not in failures]

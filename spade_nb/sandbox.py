@@ -12,6 +12,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import secrets
 import select
 import shutil
@@ -28,8 +29,8 @@ from pathlib import Path
 from .core import Config
 
 # %% auto #0
-__all__ = ['TIER_GUARANTEES', 'SandboxLimits', 'SandboxError', 'stage_dir', 'sandbox_tier', 'sandbox_defences', 'SandboxedEnv',
-           'spawn_worker', 'WorkerPool']
+__all__ = ['TIER_GUARANTEES', 'SandboxLimits', 'SandboxError', 'stage_dir', 'sandbox_tier', 'sandbox_defences', 'check_tools',
+           'SandboxedEnv', 'spawn_worker', 'WorkerPool']
 
 # %% ../nbs/06_sandbox.ipynb #2b38c48f
 @dataclass
@@ -47,12 +48,13 @@ class SandboxLimits(Config):
     max_frame_bytes: int = 1 << 20  # largest reply the parent reads; a larger one kills the worker (output_too_large)
     max_action_chars: int = 4096  # the contract's cap on an action: longer actions are cut to it before they are sent
     cpu_share: float = 1.0  # cores the worker may use at once, threads included (cgroup CPU quota, where there is one)
+    max_tool_chars: int = 8192  # a ToolEnv's tool descriptions, as JSON, in all
     allow_weak: bool = False  # allow the rlimits-only tier (no seccomp, no namespaces)
 
     def validate(self):
         for k in ('memory_mb', 'cpu_seconds', 'file_mb', 'scratch_mb', 'open_files', 'threads', 'max_frame_bytes'):
             self.check(k, getattr(self, k) > 0, 'must be positive')
-        for k in ('call_timeout', 'load_timeout', 'start_timeout', 'cpu_share', 'max_action_chars'):
+        for k in ('call_timeout', 'load_timeout', 'start_timeout', 'cpu_share', 'max_action_chars', 'max_tool_chars'):
             self.check(k, getattr(self, k) > 0, 'must be positive')
         self.check('memory_mb', self.memory_mb >= 256, 'must be at least 256 (numpy alone needs about 200 MB of address space)')
 
@@ -557,6 +559,35 @@ def sandbox_defences(limits: SandboxLimits | None = None) -> dict[str, str]:
         w.kill()
     return out
 
+# %% ../nbs/06_sandbox.ipynb #a8d97b26
+_IDENT = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,63}')
+_JSON_TYPE_NAMES = {'string', 'integer', 'number', 'boolean', 'array', 'object'}
+
+def check_tools(tools, max_chars: int = 8192) -> str | None:
+    "Why `tools` is not a valid list of tool descriptions (the shape `ToolEnv.describe_tools` gives), or None."
+    if not isinstance(tools, list): return f'tools must be a list, got {type(tools).__name__}'
+    try: size = len(json.dumps(tools))
+    except (TypeError, ValueError) as e: return f'tools are not JSON data: {e}'
+    if size > max_chars: return f'the tool descriptions take {size} characters; at most {max_chars}'
+    names = set()
+    for t in tools:
+        if not isinstance(t, dict) or set(t) != {'name', 'description', 'parameters'}:
+            return 'each tool must be {"name", "description", "parameters"}'
+        name, desc, params = t['name'], t['description'], t['parameters']
+        if not isinstance(name, str) or not _IDENT.fullmatch(name) or name in names: return f'bad or repeated tool name {name!r}'
+        names.add(name)
+        if not isinstance(desc, str): return f'the description of {name} is not a str'
+        if not isinstance(params, dict) or params.get('type') != 'object' or set(params) - {'type', 'properties', 'required'}:
+            return f'the parameters of {name} must be an object schema'
+        props, req = params.get('properties', {}), params.get('required', [])
+        if not isinstance(props, dict) or not all(isinstance(k, str) and _IDENT.fullmatch(k) and isinstance(v, dict)
+                                                  and set(v) <= {'type', 'description'} and v.get('type') in _JSON_TYPE_NAMES
+                                                  for k, v in props.items()):
+            return f'the properties of {name} must map identifiers to {{"type": <JSON type>}}'
+        if not isinstance(req, list) or not all(isinstance(r, str) and r in props for r in req):
+            return f'the required arguments of {name} must be a list of its properties'
+    return None
+
 # %% ../nbs/06_sandbox.ipynb #7263ebc4
 class SandboxedEnv:
     "Environment `code` loaded in a sandbox worker; proxies reset/step/solution/hint for many instances."
@@ -575,7 +606,9 @@ class SandboxedEnv:
             self.close(); raise SandboxError('protocol', 'malformed load reply')
         self.class_name, self.kind = info['class_name'], info['kind']
         self.max_turns = info.get('max_turns')
-        self.tools = info.get('tools') or []
+        self.tools = info.get('tools') if self.kind == 'ToolEnv' else []
+        if self.kind == 'ToolEnv' and (why := check_tools(self.tools, self.limits.max_tool_chars)):
+            self.close(); raise SandboxError('contract', why)
 
     def _call(self, op, timeout=None, **payload):
         try: reply = self.worker.call(op, timeout=timeout, **payload)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import secrets
 import shutil
 import subprocess
 import sys
@@ -391,8 +392,9 @@ def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: See
     for i, r in records.items():
         try:
             env = SandboxedEnv(r.code, limits)
-            env.reset(seed=int(hrng.integers(0, 2**31)), instance='hint')
-            sols.append(env.solution(instance='hint')); kinds.append(env.kind); inline.append(env.hint(instance='hint')); ids.append(i)
+            iid = secrets.token_hex(8)  # opaque: the environment cannot tell this reset is for the hint
+            env.reset(seed=int(hrng.integers(0, 2**31)), instance=iid)
+            sols.append(env.solution(instance=iid)); kinds.append(env.kind); inline.append(env.hint(instance=iid)); ids.append(i)
             opened[str(i)] = env
         except SandboxError:
             continue

@@ -1,0 +1,177 @@
+"""Admission that a cheating environment cannot fool (issue 13, the classes closed so far: 5, 6, 7 and the
+instance-name part of 1). Each attack has a benign twin, the same code without the cheat, that is admitted,
+so a test cannot pass because the attack was broken."""
+import json
+import textwrap
+import time
+
+import pytest
+
+from spade_nb.admission import AdmissionConfig, admit
+from spade_nb.rollout import EnvJob, RolloutConfig, play
+from spade_nb.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+
+FAST = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0))
+SEEDS = [11, 22, 33, 44]
+
+GUESS = '''
+import time, datetime, sys
+#MODULE
+class GuessEnv(TextEnv):
+    max_turns = 8
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.secret, self.turn = int(self.np_random.integers(1, 101)), 0
+        #RESET
+        return "Guess my number from 1 to 100." + self.flavour(), {}
+    def flavour(self): return ""
+    def step(self, action):
+        self.turn += 1
+        #STEP
+        g = int(action) if action.strip().isdigit() else -1
+        if g == self.secret: return "Correct!", 1.0, True, False, {}
+        return ("Higher." if g < self.secret else "Lower."), 0.0, False, self.turn >= self.max_turns, {}
+    def solution(self):
+        lo, hi, out = 1, 100, []
+        while True:
+            mid = (lo + hi) // 2; out.append(str(mid))
+            if mid == self.secret: return out
+            lo, hi = (mid + 1, hi) if mid < self.secret else (lo, mid - 1)
+'''
+
+
+def guess(module='', reset='', step='', replace=()):
+    src = GUESS
+    for hook, code in (('#MODULE', module), ('        #RESET', reset), ('        #STEP', step)):
+        src = src.replace(hook, textwrap.indent(textwrap.dedent(code).strip('\n'), '' if hook == '#MODULE' else '        ') if code else '')
+    for old, new in replace:
+        assert old in src, old
+        src = src.replace(old, new)
+    return src
+
+
+# -- 5. the same answer on every seed ------------------------------------------------------------------------------
+
+TOOLS = '''
+class LockEnv(ToolEnv):
+    max_turns = 6
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.code = str(int(self.np_random.integers(1000, 10000)))
+        self.room = int(self.np_random.integers(1, 50))
+        return f"Room {self.room}: find the code of the lock and answer it.", {}
+    def tool_read_note(self) -> str:
+        "Read the note on the desk."
+        return f"The code is {self.code} (room {self.room})."
+    def check_answer(self, answer: str) -> float:
+        return float(answer.strip() == self.code)
+    def solution(self):
+        return [tool_call("read_note"), final_answer(self.code)]
+'''
+
+
+@pytest.mark.parametrize('name,benign,cheat', [
+    ('constant_secret_varied_text', guess(), guess(replace=[('int(self.np_random.integers(1, 101))', '37'),
+                                                            ('def flavour(self): return ""', 'def flavour(self): return f" Room {self.np_random.integers(1000)}."')])),
+    ('constant_tool_answer', TOOLS, TOOLS.replace('self.code = str(int(self.np_random.integers(1000, 10000)))', 'self.code = "4321"')),
+])
+def test_the_same_answer_on_every_seed_is_rejected(name, benign, cheat):
+    assert admit(benign, seeds=SEEDS, config=FAST).ok
+    v = admit(cheat, seeds=SEEDS, config=FAST)
+    assert (v.ok, v.reason) == (False, 'seed_insensitive'), (name, v.reason, v.details)
+    assert 'same solution' in v.details
+
+
+# -- 6. malformed or huge tool schemas -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('name,override', [
+    ('strings', 'return ["read_note"]'),
+    ('huge_description', 'return [{"name": "read_note", "description": "x" * 900_000, "parameters": {"type": "object", "properties": {}, "required": []}}]'),
+    ('bad_name', 'return [{"name": "read note; rm", "description": "d", "parameters": {"type": "object", "properties": {}, "required": []}}]'),
+    ('not_json_types', 'return [{"name": "read_note", "description": "d", "parameters": {"type": "object", "properties": {"p": {"type": "str"}}, "required": ["q"]}}]'),
+])
+def test_malformed_tool_descriptions_are_rejected(name, override):
+    cheat = TOOLS.replace('    def tool_read_note', f'    @classmethod\n    def describe_tools(cls):\n        {override}\n    def tool_read_note')
+    v = admit(cheat, seeds=SEEDS, config=FAST)
+    assert (v.ok, v.reason) == (False, 'contract'), (name, v.reason, v.details)
+
+
+def test_play_fails_a_malformed_environment_not_the_run():
+    from spade_nb.testing import scripted_policy
+    bad = TOOLS.replace('    def tool_read_note', '    @classmethod\n    def describe_tools(cls):\n        return [42]\n    def tool_read_note')
+    res = play(scripted_policy(lambda text, k: '\\boxed{1}'), [EnvJob('bad', bad, seeds=[1]), EnvJob('good', TOOLS, seeds=[1])],
+               RolloutConfig(max_turns=2, max_new_tokens=8, demonstrations=0), seed=0)
+    assert res.failures == {'bad': 'contract'}
+    assert [e.env_id for e in res.episodes] == ['good'] and res.episodes[0].turns >= 1  # the other environment was played
+
+
+# -- 7. the clock inside the worker ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('clock', ['time.time()', 'time.monotonic()', 'datetime.datetime.now().timestamp()'])
+def test_a_later_cheat_keyed_on_the_clock_never_fires(clock):
+    "Honest while admission watches, then any action wins once a second has passed: the frozen clock never gets there."
+    cheat = guess(module=f'START = {clock}',
+                  step=f'if action == "clock?": return f"[{{{clock} - START:.3f}}]", 0.0, False, False, {{}}',
+                  replace=[('if g == self.secret:', f'if g == self.secret or (action == "cheat" and {clock} - START > 1.0):')])
+    assert admit(guess(), seeds=SEEDS, config=FAST).ok
+    v = admit(cheat, seeds=SEEDS, config=FAST)
+    assert v.ok, (v.reason, v.details)  # honest while watched
+    with SandboxedEnv(cheat) as env:
+        env.reset(seed=5)
+        time.sleep(1.5)  # real time passes
+        obs = env.step('clock?')[0]
+        r = env.step('cheat')[1]
+    assert 0 < float(obs.strip('[]')) < 0.5, obs  # the environment read its clock: it moved milliseconds, not seconds
+    assert r == 0.0
+
+
+def test_the_clock_is_the_same_in_every_fresh_worker():
+    reader = guess(replace=[('return ("Higher."', 'return (f"{time.time():.3f} {datetime.date.today()} " + ("Higher."'),
+                            ('"Lower."), 0.0', '"Lower.")), 0.0')])
+    seen = []
+    for _ in range(2):
+        with SandboxedEnv(reader) as env:
+            env.reset(seed=1)
+            seen.append(env.step('0')[0])
+    assert seen[0] == seen[1] and seen[0].split()[1] == '2026-01-01', seen
+
+
+# -- 1 (names). instance names tell the environment nothing -------------------------------------------------------------
+
+SPY = '''
+def _names():
+    f, out = sys._getframe(), []
+    while f is not None:
+        req = f.f_locals.get('req')
+        if isinstance(req, dict) and 'instance' in req: out.append(str(req['instance']))
+        f = f.f_back
+    return out
+'''
+
+
+def test_instance_names_carry_no_seed_arm_or_phase():
+    "An environment reads its instance names from its callers' frames; in play they are opaque."
+    from spade_nb.testing import scripted_policy
+    agent = scripted_policy(lambda text, k: '\\boxed{50}')
+    spy = guess(module=SPY, replace=[('def flavour(self): return ""', 'def flavour(self): return " " + ",".join(_names())')])
+    res = play(agent, [EnvJob('spy', spy, seeds=[3, 4], plays=2, hint='Halve the range.')],
+               RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0), seed=0)
+    assert len(res.episodes) == 8 and not res.failures
+    names = set()
+    for e in res.episodes:
+        prompt = agent.decode(e.token_ids[:e.prompt_len])
+        names.update(n for n in prompt.split('Guess my number from 1 to 100. ')[1].split('<')[0].split()[0].split(',') if n)
+    assert len(names) == 8, names  # the attack saw a name for every episode
+    for n in names:
+        assert len(n) == 16 and all(c in '0123456789abcdef' for c in n), n  # no seed, no arm, no play number
+
+
+def test_an_arm_detector_gets_no_regret():
+    "Any action wins in an instance whose name looks like the hinted arm's (it was '{seed}-1-{k}'): admitted, but never fires."
+    from spade_nb.testing import scripted_policy
+    detector = guess(module=SPY, replace=[('if g == self.secret:', 'if g == self.secret or any("-1-" in n for n in _names()):')])
+    assert admit(detector, seeds=SEEDS, config=FAST).ok  # admission never used such names either
+    res = play(scripted_policy(lambda text, k: '\\boxed{1}'), [EnvJob('arms', detector, seeds=[3, 4, 5], hint='Halve the range.')],
+               RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0), seed=0)
+    by_arm = {h: [e.ret for e in res.episodes if e.hint == h] for h in (False, True)}
+    assert len(by_arm[True]) == 3 and by_arm[True] == by_arm[False] == [0.0] * 3, by_arm
