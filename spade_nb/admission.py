@@ -20,8 +20,8 @@ from .envs import final_answer, parse_tool_action
 from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Worker, sandbox_tier
 
 # %% auto #0
-__all__ = ['REASONS', 'PROBE_ACTIONS', 'Verdict', 'AdmissionConfig', 'check_structure', 'normalize_tokens', 'find_tokens',
-           'control_policies', 'leak_text', 'admit', 'behaviour_fingerprint', 'admit_many']
+__all__ = ['REASONS', 'ADMISSION_VERSION', 'PROBE_ACTIONS', 'Verdict', 'AdmissionConfig', 'check_structure', 'normalize_tokens',
+           'find_tokens', 'control_policies', 'leak_text', 'admit', 'behaviour_fingerprint', 'admit_many']
 
 # %% ../nbs/07_admission.ipynb #d0f71317
 REASONS = {
@@ -42,6 +42,8 @@ REASONS = {
     'setup': 'the sandbox could not be started here',
     'checker_error': 'a parent-side check raised on what the environment returned (the message says which)',
 }
+
+ADMISSION_VERSION = 2  # raised whenever the rules tighten; records admitted under an older version are re-admitted
 
 @dataclass
 class Verdict:
@@ -223,7 +225,7 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
     seeds = _seeds_for(seeds, cfg.n_seeds)
     crng = np.random.default_rng([s % 2 ** 32 for s in seeds] + [7])
     control_seeds = seeds + [int(x) for x in crng.integers(0, 2 ** 31, max(0, cfg.control_episodes - len(seeds)))]
-    m = {'seeds': seeds, 'control_seeds': control_seeds, 'timings': {}}
+    m = {'seeds': seeds, 'control_seeds': control_seeds, 'timings': {}, 'admission_version': ADMISSION_VERSION}
     verdict = Verdict(False, 'setup', measurements=m)
     env = env2 = spare = None
     try:

@@ -102,6 +102,7 @@ class EnvRecord:
     win_rate_hint: float | None = None
     win_rate_nohint: float | None = None
     near_duplicate_of: int | None = None
+    admission_version: int = 1  # the version of the admission rules it passed (`spade_nb.admission.ADMISSION_VERSION` then)
     id: int | None = None
 
     def __post_init__(self):
@@ -156,6 +157,9 @@ class EnvMemory:
                 found = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 if 'envs' not in found or 'meta' not in found:
                     raise MemoryFileError(f'{self.path} is an SQLite file but not a spade_nb environment memory')
+                cols = {r[1] for r in self.db.execute('PRAGMA table_info(envs)')}
+                if 'admission_version' not in cols:  # written before admission versions: its records passed version 1
+                    self.db.execute('ALTER TABLE envs ADD COLUMN admission_version INTEGER DEFAULT 1')
             self.db.execute('PRAGMA journal_mode=WAL')
             self.db.execute('PRAGMA synchronous=NORMAL')  # in WAL mode: durable against a killed process
             with self.db: self.db.executescript(_SCHEMA) if not existed else None
@@ -261,8 +265,32 @@ class EnvMemory:
         first_obs = next(iter(tr.values()))[0] if tr else None
         rec = EnvRecord(code=code, class_name=verdict.class_name, kind=verdict.kind, skill=skill,
                         behavioural_fp=verdict.fingerprint, provenance=provenance, verdict_reason=verdict.reason,
-                        summary=summarize(code, verdict.class_name, first_obs), origin=origin, iteration=iteration)
+                        summary=summarize(code, verdict.class_name, first_obs), origin=origin, iteration=iteration,
+                        admission_version=int(verdict.measurements.get('admission_version', 1)))
         return self.add(rec, protected=protected)
+
+    def stale(self, version: int) -> list[EnvRecord]:
+        "Live records admitted under rules older than `version`."
+        return [r for r in self.records() if r.admission_version < version]
+
+    def readmit(self, verdicts: dict, version: int) -> list[int]:
+        "Record the re-admission of stale records: passed ones get `version`; failed ones move to the rejected table (returned)."
+        gone = []
+        with self._tx():
+            for env_id, v in verdicts.items():
+                if v.ok:
+                    self.db.execute('UPDATE envs SET admission_version = ?, behavioural_fp = ? WHERE id = ?', (version, v.fingerprint, env_id))
+                    continue
+                code, skill, prov = self.db.execute('SELECT code, skill, provenance FROM envs WHERE id = ?', (env_id,)).fetchone()
+                self.db.execute('INSERT INTO rejected (sha256, code, reason, details, skill, provenance, iteration) VALUES (?,?,?,?,?,?,?)',
+                                (hashlib.sha256(code.encode()).hexdigest(), code, v.reason, f're-admission under version {version}: {v.details}',
+                                 skill, prov, -1))  # iteration -1: a resumed run's discard keeps it
+                self.db.execute('DELETE FROM envs WHERE id = ?', (env_id,))
+                self.db.execute('DELETE FROM lsh WHERE env_id = ?', (env_id,))
+                self.db.execute('DELETE FROM meta WHERE key = ?', (f'minhash:{env_id}',))
+                gone.append(env_id)
+        self._recount()
+        return gone
 
     def update_scores(self, env_id: int, *, iteration: int, plays: int, regret: float | None = None, regret_lo: float | None = None,
                       regret_hi: float | None = None, win_rate_hint: float | None = None, win_rate_nohint: float | None = None):

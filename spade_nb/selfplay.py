@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .admission import AdmissionConfig, admit_many
+from .admission import ADMISSION_VERSION, AdmissionConfig, admit_many
 from .core import Config, ConfigError, Sample, Seeds, is_win
 from .designer import DesignerConfig, build_prompt, design
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout, evaluate_heldout, open_heldout
@@ -34,7 +34,7 @@ __all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'pre
            'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationMetrics', 'PendingDesign', 'DesignOutcome',
            'write_designs', 'admit_designs', 'HintOutcome', 'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows',
            'score_stage', 'UpdateOutcome', 'agent_sample', 'update_stage', 'memory_diversity', 'summarise', 'RunParts',
-           'open_run', 'SelfPlay', 'plot_run', 'Run']
+           'open_run', 'readmit_stale', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -545,7 +545,15 @@ def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -
             aseeds = [[int(x) for x in rng.integers(0, 2**31, cfg.admission.n_seeds)] for _ in train]
             for code, v in zip(train.values(), admit_many(train.values(), aseeds, cfg.admission)):
                 memory.add_code(code, v, skill=_skill(v.kind), origin='seed', protected=True, iteration=-1)
+    readmit_stale(memory, cfg.admission, seeds.numpy('readmit'))
     return RunParts(policy, trainer, corpus, memory, heldout)
+
+def readmit_stale(memory: EnvMemory, admission: AdmissionConfig, rng) -> list[int]:
+    "Re-admit the records admitted under older rules (`ADMISSION_VERSION`); those that fail move to the rejected table (ids returned)."
+    stale = memory.stale(ADMISSION_VERSION)
+    if not stale: return []
+    verdicts = admit_many([r.code for r in stale], [[int(x) for x in rng.integers(0, 2**31, admission.n_seeds)] for _ in stale], admission)
+    return memory.readmit({r.id: v for r, v in zip(stale, verdicts)}, ADMISSION_VERSION)
 
 # %% ../nbs/16_selfplay.ipynb #fe4d83b5
 STAGES = ['design', 'admit', 'hints', 'play', 'train', 'eval', 'checkpoint']

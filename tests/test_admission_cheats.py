@@ -175,3 +175,61 @@ def test_an_arm_detector_gets_no_regret():
                RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0), seed=0)
     by_arm = {h: [e.ret for e in res.episodes if e.hint == h] for h in (False, True)}
     assert len(by_arm[True]) == 3 and by_arm[True] == by_arm[False] == [0.0] * 3, by_arm
+
+
+# -- 8. old memories are re-admitted ---------------------------------------------------------------------------------
+
+CONSTANT = guess(replace=[('int(self.np_random.integers(1, 101))', '37'),
+                          ('def flavour(self): return ""', 'def flavour(self): return f" Room {self.np_random.integers(1000)}."')])
+
+
+def _old_memory(path):
+    "A memory as an earlier release wrote it: two records admitted under version 1, one of which today's rules reject."
+    import hashlib
+    from spade_nb.admission import Verdict
+    from spade_nb.memory import EnvMemory
+    mem = EnvMemory(path)
+    ids = []
+    for code in (guess(), CONSTANT):
+        v = Verdict(True, 'ok', class_name='GuessEnv', kind='TextEnv', measurements={'fingerprint': hashlib.sha256(code.encode()).hexdigest()})
+        ids.append(mem.add_code(code, v, skill='reasoning_game', iteration=0)[0])
+    return mem, ids
+
+
+def _check_readmitted(mem, ids):
+    from spade_nb.admission import ADMISSION_VERSION
+    assert [r.id for r in mem.records()] == [ids[0]] and mem.get(ids[0]).admission_version == ADMISSION_VERSION
+    rej = mem.rejected()[-1]
+    assert rej['reason'] == 'seed_insensitive' and 're-admission under version' in rej['details'] and rej['code'] == CONSTANT
+    assert mem.stale(ADMISSION_VERSION) == []
+
+
+def test_records_admitted_under_older_rules_are_readmitted(tmp_path):
+    import numpy as np
+    from spade_nb.admission import ADMISSION_VERSION
+    from spade_nb.selfplay import readmit_stale
+    mem, ids = _old_memory(tmp_path/'memory.sqlite')
+    assert [r.admission_version for r in mem.stale(ADMISSION_VERSION)] == [1, 1]
+    assert readmit_stale(mem, FAST, np.random.default_rng(0)) == [ids[1]]
+    _check_readmitted(mem, ids)
+    assert readmit_stale(mem, FAST, np.random.default_rng(1)) == []  # nothing stale is left: opening again admits nothing
+    mem.close()
+
+
+def test_a_memory_file_from_before_versions_opens_and_is_readmitted_when_a_run_opens(tmp_path):
+    import sqlite3
+    from spade_nb.memory import EnvMemory
+    from spade_nb.selfplay import RunDir, load_config, open_run
+    from spade_nb.testing import FAST_ITERATION, counting_script, known_good_design, scripted_policy
+    run = tmp_path/'run'
+    run.mkdir()
+    mem, ids = _old_memory(run/'memory.sqlite')
+    mem.close()
+    db = sqlite3.connect(run/'memory.sqlite')
+    db.execute('ALTER TABLE envs DROP COLUMN admission_version')  # the file as it was before the column existed
+    db.commit(); db.close()
+    with EnvMemory(run/'memory.sqlite') as old:
+        assert [r.admission_version for r in old.records()] == [1, 1]  # read as version 1
+    cfg = load_config('tiny-cpu', overrides=FAST_ITERATION)
+    parts = open_run(cfg, RunDir(run), scripted_policy(counting_script(known_good_design())), fresh=False)  # as a resumed run opens
+    _check_readmitted(parts.memory, ids)
