@@ -21,7 +21,8 @@ from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Wor
 
 # %% auto #0
 __all__ = ['REASONS', 'ADMISSION_VERSION', 'PROBE_ACTIONS', 'Verdict', 'AdmissionConfig', 'check_structure', 'normalize_tokens',
-           'find_tokens', 'control_policies', 'leak_text', 'admit', 'behaviour_fingerprint', 'admit_many']
+           'find_tokens', 'control_policies', 'leak_text', 'leak_targets', 'joined_numbers', 'gives_away', 'admit',
+           'behaviour_fingerprint', 'admit_many']
 
 # %% ../nbs/07_admission.ipynb #d0f71317
 REASONS = {
@@ -216,6 +217,29 @@ def leak_text(kind: str, actions: list[str]) -> list[str] | None:
         return normalize_tokens(answers[-1]) if answers else None
     return normalize_tokens(' '.join(actions))
 
+def leak_targets(kind: str, actions: list[str], common_actions=()) -> list[list[str]]:
+    "Token runs that would give the answer away: a ToolEnv's final answer; a TextEnv's whole solution and each of its actions not in `common_actions`."
+    if kind == 'ToolEnv':
+        t = leak_text(kind, actions)
+        return [t] if t else []
+    out = [normalize_tokens(' '.join(actions))] + [normalize_tokens(a) for a in dict.fromkeys(actions) if a not in common_actions]
+    return [t for t in out if t]
+
+def joined_numbers(tokens: list[str]) -> list[str]:
+    "Adjacent number tokens joined into one, so that '3456', '3-4-5-6' and 'three four five six' read alike."
+    out = []
+    for t in tokens:
+        if t.isdigit() and out and out[-1].isdigit() and len(out[-1]) < 64: out[-1] += t
+        else: out.append(t)
+    return out
+
+def gives_away(targets: list[list[str]], tokens: list[str], common: set[str] = frozenset()) -> bool:
+    "Does a target appear in `tokens` (as they are, or with numbers joined), with at least one token of the match not in `common`?"
+    for target in targets:
+        for hay, needle in ((tokens, target), (joined_numbers(tokens), joined_numbers(target))):
+            if any(any(t not in common for t in hay[i:i + len(needle)]) for i in find_tokens(needle, hay)): return True
+    return False
+
 def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig | None = None,
           pool: WorkerPool | None = None) -> Verdict:
     "Run every admission check on `code` in the sandbox; fail closed."
@@ -282,17 +306,15 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         m['cross_seed_win_share'] = float(np.mean(cross)) if cross else 0.0
         if cross and m['cross_seed_win_share'] > cfg.cross_seed_win_share:
             return _reject(verdict, 'seed_insensitive', f'solutions replayed on other seeds win {m["cross_seed_win_share"]:.0%} of the time')
-        # 8. leak check
-        first = {s: normalize_tokens(cert[s][0]) for s in seeds}
-        common = set.intersection(*(set(t) for t in first.values()))
-        leaks = []
-        for s in seeds:
-            target = leak_text(env.kind, sols[s])
-            if target and any(any(tok not in common for tok in first[s][i:i + len(target)]) for i in find_tokens(target, first[s])):
-                leaks.append(s)
+        # 8. leak check: every observation before the winning step (a ToolEnv's tools may reveal it: its first only)
+        seen = {s: [normalize_tokens(o) for o in [cert[s][0]] + ([r[0] for r in cert[s][1:-1]] if env.kind == 'TextEnv' else [])]
+                for s in seeds}
+        common = set.intersection(*({t for toks in seen[s] for t in toks + joined_numbers(toks)} for s in seeds))
+        common_actions = set.intersection(*(set(sols[s]) for s in seeds))  # "up" in a movement game is no secret
+        leaks = [s for s in seeds if any(gives_away(leak_targets(env.kind, sols[s], common_actions), toks, common) for toks in seen[s])]
         m['leak_seeds'] = leaks
         if len(leaks) > cfg.leak_share * len(seeds):
-            return _reject(verdict, 'answer_leak', f'the answer appears in the first observation on {len(leaks)} of {len(seeds)} seeds')
+            return _reject(verdict, 'answer_leak', f'the answer, or one of its actions, appears in an observation before the win on {len(leaks)} of {len(seeds)} seeds')
         # fingerprint: fixed seeds and fixed probes, comparable across admissions
         m['fingerprint'] = behaviour_fingerprint(env, cfg.fingerprint_seeds, budget, max_obs)
         verdict.ok, verdict.reason, verdict.details = True, 'ok', REASONS['ok']

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from .admission import find_tokens, leak_text, normalize_tokens
+from .admission import gives_away, leak_targets, normalize_tokens
 from .core import Completion, Config
 
 # %% auto #0
@@ -34,12 +34,10 @@ class Hint:
     completion: Completion | None = None  # the writer's completion, when the policy wrote it
 
 # %% ../nbs/11_hints.ipynb #8ef772b9
-def audit_hint(hint: str | None, solution: Sequence[str], kind: str) -> tuple[bool, str]:
-    "(ok, reason): a hint is rejected when empty or when it contains the solution (one action, the whole sequence, or a ToolEnv's final answer)."
+def audit_hint(hint: str | None, solution: Sequence[str], kind: str, common_actions=(), common_tokens=frozenset()) -> tuple[bool, str]:
+    "(ok, reason): rejected when empty or when it names the solution (admission's leak rules): the whole sequence, any one action not in `common_actions`, a ToolEnv's final answer; matches made only of `common_tokens` do not count."
     if not hint or not hint.strip(): return False, 'empty'
-    tokens = normalize_tokens(hint)
-    target = leak_text(kind, list(solution))
-    if target and find_tokens(target, tokens): return False, 'gives the answer away'
+    if gives_away(leak_targets(kind, list(solution), common_actions), normalize_tokens(hint), common_tokens): return False, 'gives the answer away'
     return True, ''
 
 # %% ../nbs/11_hints.ipynb #03e90215
@@ -59,7 +57,8 @@ def _clean(text: str, cfg: HintConfig) -> str:
     return text[:cfg.max_chars]
 
 def write_hints(policy, codes: Sequence[str], solutions: Sequence[Sequence[str]], kinds: Sequence[str],
-                cfg: HintConfig | None = None, *, inline: Sequence[str | None] | None = None, seed: int | None = None) -> list[Hint]:
+                cfg: HintConfig | None = None, *, inline: Sequence[str | None] | None = None, seed: int | None = None,
+                common_actions: Sequence | None = None, common_tokens: Sequence | None = None) -> list[Hint]:
     "Hints for several environments (one batched call for `self`), each audited against its solution."
     from spade_nb.llm import SamplingParams
     cfg = cfg or HintConfig()
@@ -72,7 +71,8 @@ def write_hints(policy, codes: Sequence[str], solutions: Sequence[Sequence[str]]
         comps = [o[0] for o in outs]
         texts = [_clean(c.text, cfg) for c in comps]
     hints = []
-    for text, comp, sol, kind in zip(texts, comps, solutions, kinds):
-        ok, why = audit_hint(text, sol, kind)
+    for text, comp, sol, kind, acts, toks in zip(texts, comps, solutions, kinds, common_actions or [()] * len(codes),
+                                                 common_tokens or [frozenset()] * len(codes)):
+        ok, why = audit_hint(text, sol, kind, acts, toks)
         hints.append(Hint(text, cfg.source, ok, why, comp))
     return hints

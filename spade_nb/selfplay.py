@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .admission import ADMISSION_VERSION, AdmissionConfig, admit_many
+from .admission import ADMISSION_VERSION, AdmissionConfig, admit_many, joined_numbers, normalize_tokens
 from .core import Config, ConfigError, Sample, Seeds, is_win
 from .designer import DesignerConfig, build_prompt, design
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout, evaluate_heldout, open_heldout
@@ -386,19 +386,24 @@ def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: See
     "Open each environment, read its solution, write and audit its hint; workers that fail are skipped (play finds out why)."
     if not records: return HintOutcome()
     from spade_nb.sandbox import SandboxedEnv, SandboxError
-    sols, kinds, inline, ids, opened = [], [], [], [], {}
+    sols, commons, shared, kinds, inline, ids, opened = [], [], [], [], [], [], {}
     hrng = seeds.numpy('hint-seeds')
     limits = cfg.admission.limits.replace(call_timeout=cfg.rollout.step_timeout)  # as `play` would open it
     for i, r in records.items():
         try:
             env = SandboxedEnv(r.code, limits)
-            iid = secrets.token_hex(8)  # opaque: the environment cannot tell this reset is for the hint
-            env.reset(seed=int(hrng.integers(0, 2**31)), instance=iid)
-            sols.append(env.solution(instance=iid)); kinds.append(env.kind); inline.append(env.hint(instance=iid)); ids.append(i)
             opened[str(i)] = env
+            iid, other = secrets.token_hex(8), secrets.token_hex(8)  # opaque: the environment cannot tell these resets are for the hint
+            first = [env.reset(seed=int(hrng.integers(0, 2**31)), instance=n)[0] for n in (iid, other)]  # a second seed: what both share is no secret
+            sol = env.solution(instance=iid)
+            sols.append(sol); commons.append(set(sol) & set(env.solution(instance=other))); kinds.append(env.kind)
+            shared.append(set.intersection(*({*toks, *joined_numbers(toks)} for toks in map(normalize_tokens, first))))
+            inline.append(env.hint(instance=iid)); ids.append(i)
         except SandboxError:
+            if (env := opened.pop(str(i), None)) is not None: env.close()
             continue
-    try: hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline, seed=seeds.int_seed('hints') % 2**31)
+    try: hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline, seed=seeds.int_seed('hints') % 2**31,
+                          common_actions=commons, common_tokens=shared)
     except BaseException:
         for env in opened.values(): env.close()  # nobody else will: play never sees them
         raise

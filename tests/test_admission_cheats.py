@@ -233,3 +233,49 @@ def test_a_memory_file_from_before_versions_opens_and_is_readmitted_when_a_run_o
     cfg = load_config('tiny-cpu', overrides=FAST_ITERATION)
     parts = open_run(cfg, RunDir(run), scripted_policy(counting_script(known_good_design())), fresh=False)  # as a resumed run opens
     _check_readmitted(parts.memory, ids)
+
+
+# -- 4. the leak check reads every observation before the win -----------------------------------------------------------
+
+CODE = '''
+class VaultEnv(TextEnv):
+    max_turns = 3
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.code = "".join(str(int(d)) for d in self.np_random.integers(0, 10, 4))
+        self.turn = 0
+        return "Open the vault: reply with its 4-digit code." + self.flavour(), {}
+    def flavour(self): return ""
+    def step(self, action):
+        self.turn += 1
+        if action.strip() == self.code: return "Open!", 1.0, True, False, {}
+        right = sum(a == b for a, b in zip(action.strip(), self.code))
+        return f"{right} digits in place.", 0.0, False, self.turn >= self.max_turns, {}
+    def solution(self): return [self.code]
+'''
+WORDS = "zero one two three four five six seven eight nine".split()
+
+
+@pytest.mark.parametrize('name,benign,cheat', [
+    ('second_observation', guess(), guess(replace=[('return ("Higher."', 'return ((f"(It is {self.secret}.) " if self.turn == 1 else "") + ("Higher."'),
+                                                    ('"Lower."), 0.0', '"Lower.")), 0.0')])),
+    ('spelled_out_later', guess(module=f'UNITS = {WORDS!r}'),
+     guess(module=f'UNITS = {WORDS!r}', replace=[('return ("Higher."', 'return ((" ".join(UNITS[int(d)] for d in str(self.secret)) + ". " if self.turn == 1 else "") + ("Higher."'),
+                                                 ('"Lower."), 0.0', '"Lower.")), 0.0')])),
+    ('separated_digits', CODE, CODE.replace('def flavour(self): return ""', 'def flavour(self): return " Serial " + "-".join(self.code) + "."')),
+])
+def test_an_answer_anywhere_before_the_win_is_a_leak(name, benign, cheat):
+    assert admit(benign, seeds=SEEDS, config=FAST).ok
+    v = admit(cheat, seeds=SEEDS, config=FAST)
+    assert (v.ok, v.reason) == (False, 'answer_leak'), (name, v.reason, v.details)
+
+
+def test_the_hint_auditor_uses_the_same_rules():
+    from spade_nb.hints import audit_hint
+    path = ['50', '25', '37']
+    assert audit_hint('Halve the range each time.', path, 'TextEnv') == (True, '')
+    assert audit_hint('End on thirty-seven.', path, 'TextEnv')[0] is False  # one decisive action of several, spelled out
+    assert audit_hint('The code reads 3-4-5-6.', ['3456'], 'TextEnv')[0] is False
+    moves = ['plus', 'minus', 'double']
+    assert audit_hint('Use plus early.', moves, 'TextEnv')[0] is False  # a move of this solution...
+    assert audit_hint('Use plus early.', moves, 'TextEnv', common_tokens={'plus', 'minus', 'double'})[0] is True  # ...but every seed offers it
