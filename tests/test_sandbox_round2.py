@@ -361,8 +361,8 @@ def test_admission_returns_a_verdict_whatever_the_environment_sends(name, code, 
 def test_a_check_that_raises_is_a_rejection_and_the_batch_goes_on(monkeypatch):
     import spade_nb.admission as adm
     src = game(module='PAD = " x"')
-    def broken(kind, actions): raise ValueError('Exceeds the limit (4300 digits) for integer string conversion')
-    monkeypatch.setattr(adm, 'leak_text', broken)
+    def broken(kind, actions, common_actions=()): raise ValueError('Exceeds the limit (4300 digits) for integer string conversion')
+    monkeypatch.setattr(adm, 'leak_targets', broken)  # the leak check's parser, raising as the unbounded number words once did
     v = admit(src, config=FAST)
     assert (v.ok, v.reason) == (False, 'checker_error') and 'ValueError' in v.details
     monkeypatch.setattr(adm, 'admit', lambda *a, **k: (_ for _ in ()).throw(RecursionError('deep')))
