@@ -8,9 +8,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import math
 import re
 import secrets
+import string
 import time
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -157,18 +160,64 @@ def _random_text(rng) -> str:
     chars = 'abcdefghijklmnopqrstuvwxyz0123456789 '
     return ''.join(chars[i] for i in rng.integers(0, len(chars), int(rng.integers(1, 24))))
 
+_PRINTABLE = string.ascii_letters + string.digits + string.punctuation + ' '
+
+def _same_action(a: str, b: str) -> bool:
+    "Case and whitespace variants of an action are the action (an environment may accept 'UP' for 'up')."
+    return ' '.join(str(a).lower().split()) == ' '.join(str(b).lower().split())
+
+def _same_number(a: str, b: str) -> bool:
+    "Do `a` and `b` read as the same number (a digit past float precision changed, say)?"
+    try: x, y = float(a.replace(',', '')), float(b.replace(',', ''))
+    except ValueError: return False
+    return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+
+def _near_miss(a: str, rng) -> str:
+    "`a` with one letter or digit changed to another: never a case or whitespace variant, nor the same number."
+    spots = [i for i, ch in enumerate(a) if ch.isascii() and ch.isalnum()]
+    if not spots: return a + 'x'
+    for _ in range(16):
+        i = spots[int(rng.integers(len(spots)))]
+        pool = [c for c in (string.digits if a[i].isdigit() else string.ascii_lowercase) if c != a[i].lower()]
+        c = pool[int(rng.integers(len(pool)))]
+        out = a[:i] + (c.upper() if a[i].isupper() else c) + a[i + 1:]
+        if not _same_number(out, a): return out
+    return a + 'x'
+
+
 def control_policies(kind: str) -> dict:
-    "The degenerate policies: name -> policy(observations, rng) returning the next action."
-    guesses = [final_answer(g) for g in _GUESSES + ['']] if kind == 'ToolEnv' else _GUESSES
+    "The degenerate policies: name -> policy(observations, rng, state) returning the next action (`state['solution']`: the seed's solution, if known)."
+    tool = kind == 'ToolEnv'
+    wrap = final_answer if tool else (lambda text: text)
+    guesses = [final_answer(g) for g in _GUESSES + ['']] if tool else _GUESSES
     def repeat_first(obs, rng, state):
         if 'first' not in state: state['first'] = _random_text(rng)
         return state['first']
+    def printable(obs, rng, state):  # the action space's whole character set: mixed case, punctuation, short and long
+        n = int(rng.choice([1, 2, 3, 5, 8, 13, 24, 64]))
+        return wrap(''.join(_PRINTABLE[i] for i in rng.integers(0, len(_PRINTABLE), n)))
+    def observed(obs, rng, state):  # a few words of the observations, as written or in another case
+        words = ' '.join(obs).split() or ['']
+        i = int(rng.integers(len(words)))
+        w = ' '.join(words[i:i + int(rng.integers(1, 4))])
+        return wrap([w, w.upper(), w.lower(), w.title(), w.strip(string.punctuation)][int(rng.integers(5))])
+    def near_miss(obs, rng, state):  # the solution with every action one letter or digit off (which one decides is unknown)
+        sol, t = state.get('solution') or [''], len(obs) - 1
+        a = sol[min(t, len(sol) - 1)]
+        if tool:
+            try: k, p = parse_tool_action(a)
+            except ValueError: k, p = None, None
+            return final_answer(_near_miss(p, rng)) if k == 'answer' else _near_miss(a, rng)
+        return _near_miss(a, rng)
     return {
         'empty': lambda obs, rng, state: '',
         'random_text': lambda obs, rng, state: _random_text(rng),
         'echo': lambda obs, rng, state: obs[-1][:4096],
         'repeat_first': repeat_first,
         'guesses': lambda obs, rng, state: guesses[(len(obs) - 1 + state.setdefault('k', int(rng.integers(len(guesses))))) % len(guesses)],
+        'printable': printable,
+        'observed': observed,
+        'near_miss': near_miss,
     }
 
 class _Budget:
@@ -180,12 +229,12 @@ def _opaque() -> str:
     "An instance name that tells the environment nothing (no seed, phase or role)."
     return secrets.token_hex(8)
 
-def _play(env, seed, actions=None, policy=None, rng=None, *, instance=None, cap=None, budget=None, max_obs=8192):
+def _play(env, seed, actions=None, policy=None, rng=None, *, instance=None, cap=None, budget=None, max_obs=8192, solution=None):
     "Play one episode on a fresh, opaque instance; returns (transcript, return). `actions` are replayed, or `policy` is asked each turn."
     instance = instance or _opaque()
     obs, _ = env.reset(seed=seed, instance=instance)
     if len(obs) > max_obs: raise SandboxError('output_too_large', f'first observation of {len(obs)} characters')
-    rows, history, state = [obs], [obs], {}
+    rows, history, state = [obs], [obs], {'solution': solution}
     cap = cap or (env.max_turns if isinstance(env.max_turns, int) and env.max_turns > 0 else 25)
     for t in range(cap + 1):
         if budget: budget.check()
@@ -194,6 +243,9 @@ def _play(env, seed, actions=None, policy=None, rng=None, *, instance=None, cap=
             a = actions[t]
         else:
             a = policy(history, rng, state)
+            for _ in range(8):  # a control never plays the solution's own action (or a case or whitespace variant of it)
+                if not (solution and t < len(solution) and _same_action(a, solution[t])): break
+                a = policy(history, rng, state)
         o, r, term, trunc, _ = env.step(a, instance=instance)
         if len(o) > max_obs: raise SandboxError('output_too_large', f'an observation of {len(o)} characters')
         rows.append([o, r, term, trunc]); history.append(o)
@@ -295,8 +347,11 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         # 7. negative controls
         m['controls'] = {}
         for name, policy in control_policies(env.kind).items():
-            prng = np.random.default_rng([s % 2 ** 32 for s in seeds] + [len(name)])
-            wins = [is_win(_play(env, s, policy=policy, rng=prng, budget=budget, max_obs=max_obs)[1]) for s in control_seeds]
+            prng = np.random.default_rng([s % 2 ** 32 for s in seeds] + [zlib.crc32(name.encode())])
+            if name == 'near_miss':  # on the seeds whose solution is known, cut where the certificate won
+                runs = [(s, sols[s][:len(cert[s]) - 1]) for s in (seeds * cfg.control_episodes)[:cfg.control_episodes]]
+            else: runs = [(s, sols.get(s)) for s in control_seeds]
+            wins = [is_win(_play(env, s, policy=policy, rng=prng, budget=budget, max_obs=max_obs, solution=sol)[1]) for s, sol in runs]
             m['controls'][name] = float(np.mean(wins))
             if m['controls'][name] >= cfg.control_win_share:
                 return _reject(verdict, 'degenerate_policy_wins', f'the {name!r} policy won {sum(wins)} of {len(wins)} episodes')

@@ -279,3 +279,19 @@ def test_the_hint_auditor_uses_the_same_rules():
     moves = ['plus', 'minus', 'double']
     assert audit_hint('Use plus early.', moves, 'TextEnv')[0] is False  # a move of this solution...
     assert audit_hint('Use plus early.', moves, 'TextEnv', common_tokens={'plus', 'minus', 'double'})[0] is True  # ...but every seed offers it
+
+
+# -- 3. controls that reach the whole action space ---------------------------------------------------------------------
+
+@pytest.mark.parametrize('name,benign,cheat', [
+    ('any_capital_wins', guess(), guess(replace=[('if g == self.secret:', 'if g == self.secret or any(c.isupper() for c in action):')])),
+    ('any_punctuation_wins', guess(), guess(replace=[('if g == self.secret:', 'if g == self.secret or "!" in action or "?" in action or "#" in action:')])),
+    ('a_word_of_the_observation_wins', guess(), guess(replace=[('"Guess my number from 1 to 100."', '"Magic words open doors. Guess my number from 1 to 100."'),
+                                                                ('if g == self.secret:', 'if g == self.secret or "magic" in action.lower():')])),
+    ('a_near_miss_wins', CODE, CODE.replace('if action.strip() == self.code:', 'if len(action.strip()) == 4 and action.strip()[0] == self.code[0]:')),
+])
+def test_controls_reach_what_lowercase_letters_and_digits_did_not(name, benign, cheat):
+    assert admit(benign, seeds=SEEDS, config=FAST).ok
+    v = admit(cheat, seeds=SEEDS, config=FAST)
+    assert (v.ok, v.reason) == (False, 'degenerate_policy_wins'), (name, v.reason, v.details, v.measurements.get('controls'))
+
