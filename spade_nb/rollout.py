@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import secrets
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Sequence
+
+import numpy as np
 
 from .core import Config, Sample, episode_return, is_win
 from .protocol import first_messages, observation_message, parse_action
@@ -103,6 +106,10 @@ def _certify(env: SandboxedEnv, seed: int) -> bool:
         if term or trunc: ended = True; break
     return ended and is_win(r)
 
+def _order(n: int, seed: int | None, salt: str) -> list[int]:
+    "A permutation of range(n) derived from `seed` and `salt`: the order in which one worker's instances are reset or stepped."
+    return [int(i) for i in np.random.default_rng([seed or 0, zlib.crc32(salt.encode())]).permutation(n)]
+
 def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, seed: int | None = None,
          limits: SandboxLimits | None = None, opened: dict[str, SandboxedEnv] | None = None) -> RolloutResult:
     "Play every job's seeds (both arms when it has a hint) in lockstep; one sandbox worker per environment."
@@ -121,18 +128,20 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
             except SandboxError as e:
                 failures[job.env_id] = e.reason; continue
             dropped[job.env_id] = [s for s in job.seeds if s not in good]
-            for s in good:
-                for hinted in ([False, True] if job.hint else [False]):
-                    for k in range(job.plays):
-                        iid = secrets.token_hex(8)  # opaque: no seed, arm or play for the environment to read
-                        try: obs, _ = env.reset(seed=s, instance=iid)
-                        except SandboxError as e: failures[job.env_id] = e.reason; break
-                        try: ids = policy.chat_ids(first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None,
-                                                                  demonstrations=cfg.demonstrations))
-                        except Exception:  # an environment whose prompt cannot be rendered fails, not the run
-                            failures[job.env_id] = 'contract'; break
-                        e = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids))
-                        eps.append(e); inst[id(e)] = (env, iid)
+            plan = [(s, hinted, k) for s in good for hinted in ([False, True] if job.hint else [False]) for k in range(job.plays)]
+            made = {}
+            for j in _order(len(plan), seed, job.env_id):  # reset in a seed-derived random order: counting resets tells no arm
+                s, hinted, k = plan[j]
+                iid = secrets.token_hex(8)  # opaque: no seed, arm or play for the environment to read
+                try: obs, _ = env.reset(seed=s, instance=iid)
+                except SandboxError as e: failures[job.env_id] = e.reason; break
+                try: ids = policy.chat_ids(first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None,
+                                                          demonstrations=cfg.demonstrations))
+                except Exception:  # an environment whose prompt cannot be rendered fails, not the run
+                    failures[job.env_id] = 'contract'; break
+                made[j] = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids))
+                inst[id(made[j])] = (env, iid)
+            eps.extend(made[j] for j in sorted(made))  # the episodes themselves stay in seed, arm, play order
         active = [e for e in eps if e.env_id not in failures]
         for e in eps:
             if e.env_id in failures: e.ended_by = failures[e.env_id]
@@ -148,8 +157,9 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
             stats['batches'].append({'prompts': [list(e.token_ids) for e in active], 'max_new_tokens': cfg.max_new_tokens,
                                      'temperature': cfg.temperature, 'seed': params.seed})
             t = time.perf_counter()
-            still = []
-            for e, (c,) in zip(active, outs):
+            still, pos = [], {id(e): i for i, e in enumerate(active)}
+            for j in _order(len(active), seed, f'turn-{turn}'):  # and step them in a random order too
+                e, (c,) = active[j], outs[j]
                 e.adapter_version = c.adapter_version
                 e.token_ids += c.token_ids; e.loss_mask += [1] * len(c.token_ids); e.logprobs += c.logprobs
                 e.turns += 1
@@ -175,6 +185,7 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
                 added = len(ids) - len(e.token_ids)
                 e.token_ids, e.loss_mask, e.logprobs = ids, e.loss_mask + [0] * added, e.logprobs + [0.0] * added
                 still.append(e)
+            still.sort(key=lambda e: pos[id(e)])
             for e in still:  # a worker that died this turn ends its other episodes too
                 if e.env_id in failures: e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
             active = [e for e in still if e.env_id not in failures]

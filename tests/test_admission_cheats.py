@@ -295,3 +295,25 @@ def test_controls_reach_what_lowercase_letters_and_digits_did_not(name, benign, 
     v = admit(cheat, seeds=SEEDS, config=FAST)
     assert (v.ok, v.reason) == (False, 'degenerate_policy_wins'), (name, v.reason, v.details, v.measurements.get('controls'))
 
+
+
+# -- 1 (order). counting resets per seed tells no arm ---------------------------------------------------------------------
+
+COUNTER = '''
+RESETS = {}
+def _second_reset(seed):
+    RESETS[seed] = RESETS.get(seed, 0) + 1
+    return RESETS[seed] >= 3  # the first reset of a seed is play's re-certification; then its plays
+'''
+
+
+def test_an_arm_detector_that_counts_resets_gets_no_regret():
+    "Any action wins in the second played reset of a seed (it was always the hinted arm's): now it falls in either arm."
+    from spade_nb.testing import scripted_policy
+    counter = guess(module=COUNTER, reset='self.lucky = _second_reset(seed)',
+                    replace=[('if g == self.secret:', 'if g == self.secret or self.lucky:')])
+    res = play(scripted_policy(lambda text, k: '\\\\boxed{1}'), [EnvJob('count', counter, seeds=list(range(100, 108)), hint='Halve the range.')],
+               RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0), seed=0)
+    wins = {h: sum(e.ret for e in res.episodes if e.hint == h) for h in (False, True)}
+    assert len(res.episodes) == 16 and wins[False] + wins[True] >= 7, wins  # the cheat fired on (about) every seed...
+    assert wins[False] >= 2 and wins[True] >= 2, wins  # ...but in both arms, not always the hinted one
