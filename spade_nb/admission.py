@@ -303,7 +303,7 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
     control_seeds = seeds + [int(x) for x in crng.integers(0, 2 ** 31, max(0, cfg.control_episodes - len(seeds)))]
     m = {'seeds': seeds, 'control_seeds': control_seeds, 'timings': {}, 'admission_version': ADMISSION_VERSION}
     verdict = Verdict(False, 'setup', measurements=m)
-    env = env2 = spare = None
+    env = env2 = env3 = spare = spare3 = None
     try:
         spare = pool.acquire() if pool else _Worker(sandbox_tier(), cfg.limits)  # boots while the first worker works
         env = SandboxedEnv(code, cfg.limits, pool=pool)
@@ -333,6 +333,7 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         if _interleaved(env, s0, sols[s0], budget, max_obs) != cert[s0]:
             return _reject(verdict, 'nondeterministic', f'seed {s0}: two interleaved instances of one worker diverged')
         env2, spare = SandboxedEnv(code, cfg.limits, worker=spare), None
+        spare3 = pool.acquire() if pool else _Worker(sandbox_tier(), cfg.limits)  # the controls' worker boots meanwhile
         for s in seeds:
             iid = _opaque()
             env2.reset(seed=s, instance=iid)
@@ -344,14 +345,16 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         # 6. seed sensitivity: one answer for every seed is one fixed puzzle, whatever the observations say
         if len({json.dumps(sols[s]) for s in seeds}) == 1:
             return _reject(verdict, 'seed_insensitive', f'all {len(seeds)} seeds have the same solution {_brief(sols[seeds[0]])}')
-        # 7. negative controls
+        # 7. negative controls, in a third worker where solution() is never called: an environment that is honest only
+        # once it has been asked for a solution shows what it does otherwise
+        env3, spare3 = SandboxedEnv(code, cfg.limits, worker=spare3), None
         m['controls'] = {}
         for name, policy in control_policies(env.kind).items():
             prng = np.random.default_rng([s % 2 ** 32 for s in seeds] + [zlib.crc32(name.encode())])
             if name == 'near_miss':  # on the seeds whose solution is known, cut where the certificate won
                 runs = [(s, sols[s][:len(cert[s]) - 1]) for s in (seeds * cfg.control_episodes)[:cfg.control_episodes]]
             else: runs = [(s, sols.get(s)) for s in control_seeds]
-            wins = [is_win(_play(env, s, policy=policy, rng=prng, budget=budget, max_obs=max_obs, solution=sol)[1]) for s, sol in runs]
+            wins = [is_win(_play(env3, s, policy=policy, rng=prng, budget=budget, max_obs=max_obs, solution=sol)[1]) for s, sol in runs]
             m['controls'][name] = float(np.mean(wins))
             if m['controls'][name] >= cfg.control_win_share:
                 return _reject(verdict, 'degenerate_policy_wins', f'the {name!r} policy won {sum(wins)} of {len(wins)} episodes')
@@ -379,7 +382,7 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
     except Exception as e:  # a parent-side check that raised on what the environment returned: a rejection, never a crash
         return _reject(verdict, 'checker_error', f'{type(e).__name__}: {str(e)[:500]}')
     finally:
-        for e in (env, env2, spare):
+        for e in (env, env2, env3, spare, spare3):
             if e is not None: (e.close if hasattr(e, 'close') else e.kill)()
         m['timings']['total'] = time.perf_counter() - t0
 

@@ -317,3 +317,11 @@ def test_an_arm_detector_that_counts_resets_gets_no_regret():
     wins = {h: sum(e.ret for e in res.episodes if e.hint == h) for h in (False, True)}
     assert len(res.episodes) == 16 and wins[False] + wins[True] >= 7, wins  # the cheat fired on (about) every seed...
     assert wins[False] >= 2 and wins[True] >= 2, wins  # ...but in both arms, not always the hinted one
+
+
+def test_an_environment_honest_only_after_solution_was_called_is_caught():
+    "Any action wins until its worker has been asked for a solution: the controls' worker never asks."
+    sly = guess(module='ASKED = []', replace=[('if g == self.secret:', 'if g == self.secret or not ASKED:'),
+                                               ('        lo, hi, out = 1, 100, []', '        ASKED.append(1)\n        lo, hi, out = 1, 100, []')])
+    v = admit(sly, seeds=SEEDS, config=FAST)
+    assert (v.ok, v.reason) == (False, 'degenerate_policy_wins'), (v.reason, v.details)
