@@ -124,7 +124,6 @@ def attack_mem(arg):
     return {"exists": os.path.exists(f"/proc/{pid}"), "uid": _try(lambda: os.stat(f"/proc/{pid}").st_uid),
             "open_mem_rw": _try(lambda: os.open(f"/proc/{pid}/mem", os.O_RDWR) and "opened"),
             "open_mem_ro": _try(lambda: os.open(f"/proc/{pid}/mem", os.O_RDONLY) and "opened"),
-            "open_own_mem_ro": _try(lambda: os.open("/proc/self/mem", os.O_RDONLY) and "opened"),
             "kill": _raw(62, pid, 0)}
 def attack_threads(arg):
     for _ in range(4): threading.Thread(target=time.sleep, args=(600,), daemon=False).start()
@@ -161,7 +160,7 @@ def test_landlock_alone_keeps_the_trainer_memory_closed():
     with SandboxedEnv(probe(PROC_ATTACKS), worker=_Worker('seccomp', SandboxLimits())) as env:
         assert env.worker.hello['landlock'] >= 1 and env.worker.hello['uid'] == os.getuid()
         r = report(env, f'mem:{os.getpid()}')
-    assert r['exists'] is True and r['uid'] == os.getuid() and r['open_own_mem_ro'] == 'opened', r  # same uid; the call works
+    assert r['exists'] is True and r['uid'] == os.getuid(), r  # the trainer is visible and has the worker's own uid
     assert r['open_mem_rw'].startswith('PermissionError') and r['open_mem_ro'].startswith('PermissionError'), r
 
 
