@@ -9,7 +9,8 @@ import itertools
 import zlib
 
 # %% auto #0
-__all__ = ['FAST_RUN', 'FAST_ITERATION', 'known_good_design', 'counting_script', 'stateless_script', 'scripted_policy']
+__all__ = ['GUESSING_GAME', 'FAST_RUN', 'FAST_ITERATION', 'known_good_design', 'counting_script', 'stateless_script',
+           'scripted_policy', 'guessing_game']
 
 # %% ../nbs/15b_testing.ipynb #87bd074d
 def known_good_design(base: str = 'NumberPathEnv') -> str:
@@ -51,6 +52,48 @@ def scripted_policy(script, max_context: int = 4096):
     "A tiny random model whose replies `script(prompt_text, k)` writes (None: let the model sample)."
     from spade_nb.llm import ScriptedPolicy, tiny_policy
     return ScriptedPolicy(tiny_policy(max_context=max_context), script)
+
+# %% ../nbs/15b_testing.ipynb #5bcec86f
+GUESSING_GAME = '''
+import os, sys, time, datetime, json, struct, random
+import numpy as np
+#MODULE
+
+class GuessEnv(TextEnv):
+    max_turns = 8
+    def __init__(self):
+        super().__init__()
+        #INIT
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.secret, self.turn = int(self.np_random.integers(1, 101)), 0
+        #RESET
+        return "Guess my number from 1 to 100." + self.flavour(), {}
+    def flavour(self): return ""
+    def step(self, action):
+        self.turn += 1
+        #STEP
+        g = int(action) if action.strip().isdigit() else -1
+        if g == self.secret: return "Correct!", 1.0, True, False, {}
+        return ("Higher." if g < self.secret else "Lower."), 0.0, False, self.turn >= self.max_turns, {}
+    def solution(self):
+        lo, hi, out = 1, 100, []
+        while True:
+            mid = (lo + hi) // 2; out.append(str(mid))
+            if mid == self.secret: return out
+            lo, hi = (mid + 1, hi) if mid < self.secret else (lo, mid - 1)
+'''
+
+def guessing_game(module: str = '', init: str = '', reset: str = '', step: str = '', replace=()) -> str:
+    "The guessing game's source with code inserted at its hooks and `replace` edits (old, new) applied; each old must occur."
+    import textwrap
+    src = GUESSING_GAME
+    for hook, code in (('#MODULE', module), ('        #INIT', init), ('        #RESET', reset), ('        #STEP', step)):
+        src = src.replace(hook, textwrap.indent(textwrap.dedent(code).strip('\n'), '' if hook == '#MODULE' else '        ') if code else '')
+    for old, new in replace:
+        if old not in src: raise ValueError(f'guessing_game: {old!r} is not in the source')
+        src = src.replace(old, new)
+    return src
 
 # %% ../nbs/15b_testing.ipynb #7f78547a
 FAST_RUN = ['selfplay.iterations=3', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.eval_seeds=1',

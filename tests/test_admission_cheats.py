@@ -1,8 +1,6 @@
 """Admission that a cheating environment cannot fool (issue 13, the classes closed so far: 5, 6, 7 and the
 instance-name part of 1). Each attack has a benign twin, the same code without the cheat, that is admitted,
 so a test cannot pass because the attack was broken."""
-import json
-import textwrap
 import time
 
 import pytest
@@ -10,44 +8,12 @@ import pytest
 from spade_nb.admission import AdmissionConfig, admit
 from spade_nb.rollout import EnvJob, RolloutConfig, play
 from spade_nb.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+from spade_nb.testing import guessing_game
 
 FAST = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0))
 SEEDS = [11, 22, 33, 44]
 
-GUESS = '''
-import time, datetime, sys
-#MODULE
-class GuessEnv(TextEnv):
-    max_turns = 8
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        self.secret, self.turn = int(self.np_random.integers(1, 101)), 0
-        #RESET
-        return "Guess my number from 1 to 100." + self.flavour(), {}
-    def flavour(self): return ""
-    def step(self, action):
-        self.turn += 1
-        #STEP
-        g = int(action) if action.strip().isdigit() else -1
-        if g == self.secret: return "Correct!", 1.0, True, False, {}
-        return ("Higher." if g < self.secret else "Lower."), 0.0, False, self.turn >= self.max_turns, {}
-    def solution(self):
-        lo, hi, out = 1, 100, []
-        while True:
-            mid = (lo + hi) // 2; out.append(str(mid))
-            if mid == self.secret: return out
-            lo, hi = (mid + 1, hi) if mid < self.secret else (lo, mid - 1)
-'''
-
-
-def guess(module='', reset='', step='', replace=()):
-    src = GUESS
-    for hook, code in (('#MODULE', module), ('        #RESET', reset), ('        #STEP', step)):
-        src = src.replace(hook, textwrap.indent(textwrap.dedent(code).strip('\n'), '' if hook == '#MODULE' else '        ') if code else '')
-    for old, new in replace:
-        assert old in src, old
-        src = src.replace(old, new)
-    return src
+guess = guessing_game  # a valid game with hooks for the attacks (spade_nb.testing)
 
 
 # -- 5. the same answer on every seed ------------------------------------------------------------------------------

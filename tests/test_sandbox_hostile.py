@@ -5,7 +5,6 @@ and afterwards no worker process remains and nothing was written outside the san
 """
 import os
 import socket
-import textwrap
 import time
 from pathlib import Path
 
@@ -13,51 +12,15 @@ import pytest
 
 from spade_nb.admission import AdmissionConfig, admit
 from spade_nb.sandbox import SandboxedEnv, SandboxError, SandboxLimits, sandbox_tier
+from spade_nb.testing import GUESSING_GAME, guessing_game
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = f'spade-hostile-{os.getpid()}'
 FAST = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0))
 
-# A valid guessing game; hostile variants insert code at a hook or replace a line.
-BASE = '''
-import os, sys, time, json, struct, random
-import numpy as np
-#MODULE
-
-class GuessEnv(TextEnv):
-    max_turns = 8
-    def __init__(self):
-        super().__init__()
-        #INIT
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        #RESET
-        self.secret, self.turn = int(self.np_random.integers(1, 101)), 0
-        return "Guess my number from 1 to 100.", {}
-    def step(self, action):
-        self.turn += 1
-        #STEP
-        g = int(action) if action.strip().isdigit() else -1
-        if g == self.secret: return "Correct!", 1.0, True, False, {}
-        return ("Higher." if g < self.secret else "Lower."), 0.0, False, self.turn >= self.max_turns, {}
-    def solution(self):
-        lo, hi, out = 1, 100, []
-        while True:
-            mid = (lo + hi) // 2; out.append(str(mid))
-            if mid == self.secret: return out
-            lo, hi = (mid + 1, hi) if mid < self.secret else (lo, mid - 1)
-'''
-
-
-def env(module='', init='', reset='', step='', replace=()):
-    src = BASE
-    for hook, code in (('#MODULE', module), ('        #INIT', init), ('        #RESET', reset), ('        #STEP', step)):
-        indent = '' if hook == '#MODULE' else '        '
-        src = src.replace(hook, textwrap.indent(textwrap.dedent(code).strip('\n'), indent) if code else '')
-    for old, new in replace:
-        assert old in src, old
-        src = src.replace(old, new)
-    return src
+# A valid guessing game (spade_nb.testing); hostile variants insert code at a hook or replace a line.
+BASE = GUESSING_GAME
+env = guessing_game
 
 
 def raising(expr):
