@@ -160,6 +160,7 @@ def _random_text(rng) -> str:
     chars = 'abcdefghijklmnopqrstuvwxyz0123456789 '
     return ''.join(chars[i] for i in rng.integers(0, len(chars), int(rng.integers(1, 24))))
 
+# %% ../nbs/07_admission.ipynb #5b9e949d
 _PRINTABLE = string.ascii_letters + string.digits + string.punctuation + ' '
 
 def _same_action(a: str, b: str) -> bool:
@@ -184,7 +185,7 @@ def _near_miss(a: str, rng) -> str:
         if not _same_number(out, a): return out
     return a + 'x'
 
-
+# %% ../nbs/07_admission.ipynb #6c21f2e1
 def control_policies(kind: str) -> dict:
     "The degenerate policies: name -> policy(observations, rng, state) returning the next action (`state['solution']`: the seed's solution, if known)."
     tool = kind == 'ToolEnv'
@@ -220,6 +221,7 @@ def control_policies(kind: str) -> dict:
         'near_miss': near_miss,
     }
 
+# %% ../nbs/07_admission.ipynb #91dedd4f
 class _Budget:
     def __init__(self, seconds): self.end = time.monotonic() + seconds
     def check(self):
@@ -292,6 +294,7 @@ def gives_away(targets: list[list[str]], tokens: list[str], common: set[str] = f
             if any(any(t not in common for t in hay[i:i + len(needle)]) for i in find_tokens(needle, hay)): return True
     return False
 
+# %% ../nbs/07_admission.ipynb #688e2f43
 def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig | None = None,
           pool: WorkerPool | None = None) -> Verdict:
     "Run every admission check on `code` in the sandbox; fail closed."
@@ -386,6 +389,7 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
             if e is not None: (e.close if hasattr(e, 'close') else e.kill)()
         m['timings']['total'] = time.perf_counter() - t0
 
+# %% ../nbs/07_admission.ipynb #9e64fa92
 def _reject(v: Verdict, reason: str, details: str) -> Verdict:
     v.ok, v.reason, v.details = False, reason, details
     return v

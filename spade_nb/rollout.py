@@ -110,6 +110,7 @@ def _order(n: int, seed: int | None, salt: str) -> list[int]:
     "A permutation of range(n) derived from `seed` and `salt`: the order in which one worker's instances are reset or stepped."
     return [int(i) for i in np.random.default_rng([seed or 0, zlib.crc32(salt.encode())]).permutation(n)]
 
+# %% ../nbs/13_rollout.ipynb #cefa4a8c
 def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, seed: int | None = None,
          limits: SandboxLimits | None = None, opened: dict[str, SandboxedEnv] | None = None) -> RolloutResult:
     "Play every job's seeds (both arms when it has a hint) in lockstep; one sandbox worker per environment."

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import atexit
-import ctypes
 import fcntl
 import hashlib
 import importlib.metadata
@@ -94,6 +93,7 @@ def _stage_tree(src: Path, dst: Path):
     if src.is_dir(): shutil.copytree(src, dst, copy_function=_link_or_copy, ignore=shutil.ignore_patterns('tests'))
     else: _link_or_copy(src, dst)
 
+# %% ../nbs/06_sandbox.ipynb #2bec94cc
 def stage_dir() -> Path:
     "The world-readable folder holding everything the worker may import (built once per version set)."
     from spade_nb.embedded import build_once
@@ -329,6 +329,7 @@ def _kill_all():
     for w in list(_LIVE): w.kill()
 atexit.register(_kill_all)
 
+# %% ../nbs/06_sandbox.ipynb #54edf3b6
 class _Worker:
     "One worker process and its two protocol pipes (parent side)."
     def __init__(self, tier: str, limits: SandboxLimits):
@@ -489,6 +490,7 @@ class _Worker:
         if not self.dead: self.dead = ('closed', 'the worker was closed')
         _LIVE.discard(self)
 
+# %% ../nbs/06_sandbox.ipynb #21f2a33b
 def _bwrap_args(stage: Path, exe: str, limits: SandboxLimits, info_fd: int) -> list[str]:
     args = [_bwrap_binary(), '--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session',
             '--as-pid-1', '--info-fd', str(info_fd), '--ro-bind', '/usr', '/usr']
@@ -511,7 +513,7 @@ _TIER = None
 def _probe(tier: str) -> bool:
     try:
         w = _Worker(tier, SandboxLimits(start_timeout=30)).wait_ready()
-    except (SandboxError, OSError) as e:
+    except (SandboxError, OSError):
         return False
     w.kill()
     return tier != 'seccomp' or bool(w.hello.get('landlock'))  # same uid as the trainer: only with Landlock's ptrace scope

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .admission import ADMISSION_VERSION, AdmissionConfig, admit_many, joined_numbers, normalize_tokens
-from .core import Config, ConfigError, Sample, Seeds, is_win
+from .core import Config, ConfigError, Sample, Seeds
 from .designer import DesignerConfig, build_prompt, design
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout, evaluate_heldout, open_heldout
 from .hints import HintConfig, write_hints

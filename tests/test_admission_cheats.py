@@ -7,7 +7,7 @@ import pytest
 
 from spade_nb.admission import AdmissionConfig, admit
 from spade_nb.rollout import EnvJob, RolloutConfig, play
-from spade_nb.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+from spade_nb.sandbox import SandboxedEnv, SandboxLimits
 from spade_nb.testing import guessing_game
 
 FAST = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0))

@@ -20,7 +20,7 @@ import pytest
 
 from spade_nb import sandbox
 from spade_nb.admission import AdmissionConfig, admit, admit_many
-from spade_nb.sandbox import SandboxedEnv, SandboxError, SandboxLimits, _Worker, sandbox_tier
+from spade_nb.sandbox import SandboxedEnv, SandboxError, SandboxLimits, _Worker
 
 ROOT_TIER = os.geteuid() == 0
 FAST = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0))

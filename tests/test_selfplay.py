@@ -1,6 +1,4 @@
 """The main job: a run killed with SIGKILL resumes and ends equal to an uninterrupted one; one real iteration."""
-import json
-import os
 import signal
 import subprocess
 import sys
