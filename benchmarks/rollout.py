@@ -1,7 +1,8 @@
 """The rollout engine's overhead: its wall time against raw `generate` on exactly the batches it issued.
 
-The engine plays seed environments with the embedded model (sandbox workers, re-certification, action
-parsing, environment steps, token-exact turn appends, bookkeeping). Every generate call it made is then
+The engine plays seed environments with the embedded model (sandbox workers, certification in a worker of
+its own, recorded replays among the episodes, the audit in a fresh worker afterwards, action parsing,
+environment steps, token-exact turn appends, bookkeeping). Every generate call it made is then
 replayed with raw `model.generate` on the same ids, split and ordered the same way, with the same seed
 (so the same tokens are drawn). Reported: engine wall time, summed raw time, and the overhead
 (goal: at most 25%). About two minutes on 2 CPU cores.   python benchmarks/rollout.py [--turns 3]
@@ -49,7 +50,8 @@ def main():
     raw = sum(raw_replay(policy, b) for b in res.stats['batches'])
     n_tok = sum(sum(e.loss_mask) for e in res.episodes)
     print(f'{len(res.episodes)} episodes, {len(res.stats["batches"])} generate calls, {n_tok} generated tokens')
-    print(f'engine wall time {engine:.2f} s (generate {res.stats["generate_seconds"]:.2f} s, environments {res.stats["env_seconds"]:.2f} s)')
+    print(f'engine wall time {engine:.2f} s (generate {res.stats["generate_seconds"]:.2f} s, environments {res.stats["env_seconds"]:.2f} s; '
+          f'{res.stats["replays"]} replays re-sent, {res.stats["audited"]} episodes audited)')
     print(f'raw generate on the same batches {raw:.2f} s')
     print(f'overhead {engine / raw - 1:+.1%}   (goal <= +25%: {"met" if engine / raw <= 1.25 else "NOT met"})')
 

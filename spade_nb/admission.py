@@ -14,7 +14,7 @@ import secrets
 import string
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -23,9 +23,9 @@ from .envs import final_answer, parse_tool_action
 from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Worker, sandbox_tier
 
 # %% auto #0
-__all__ = ['REASONS', 'ADMISSION_VERSION', 'PROBE_ACTIONS', 'Verdict', 'AdmissionConfig', 'check_structure', 'normalize_tokens',
-           'find_tokens', 'control_policies', 'leak_text', 'leak_targets', 'joined_numbers', 'gives_away', 'admit',
-           'behaviour_fingerprint', 'admit_many']
+__all__ = ['REASONS', 'ADMISSION_VERSION', 'PROBE_ACTIONS', 'Replay', 'transcript_digest', 'Verdict', 'AdmissionConfig',
+           'check_structure', 'normalize_tokens', 'find_tokens', 'control_policies', 'leak_text', 'leak_targets',
+           'joined_numbers', 'gives_away', 'admit', 'behaviour_fingerprint', 'admit_many']
 
 # %% ../nbs/07_admission.ipynb #d0f71317
 REASONS = {
@@ -47,7 +47,19 @@ REASONS = {
     'checker_error': 'a parent-side check raised on what the environment returned (the message says which)',
 }
 
-ADMISSION_VERSION = 2  # raised whenever the rules tighten; records admitted under an older version are re-admitted
+ADMISSION_VERSION = 3  # raised whenever the rules tighten; records admitted under an older version are re-admitted
+
+@dataclass
+class Replay:
+    "An action sequence and the transcript it gave where it was recorded; play re-sends it and must see the same."
+    seed: int
+    actions: list[str]
+    digest: str  # `transcript_digest` of the transcript it gave
+    role: str = 'solution'  # 'solution' or 'control' (for the report; never sent to the environment)
+
+def transcript_digest(rows: list) -> str:
+    "sha256 of a transcript: the first observation, then one [obs, reward, terminated, truncated] per step."
+    return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()
 
 @dataclass
 class Verdict:
@@ -61,6 +73,11 @@ class Verdict:
 
     @property
     def fingerprint(self) -> str | None: return self.measurements.get('fingerprint')
+
+    @property
+    def replays(self) -> list[Replay]:
+        "What play re-sends to check the environment still behaves as admitted (empty unless admitted)."
+        return [Replay(**r) for r in self.measurements.get('replays', [])]
 
     def __repr__(self):
         return f"Verdict(ok={self.ok}, reason={self.reason!r}, class={self.class_name!r}, details={self.details[:100]!r})"
@@ -376,6 +393,9 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         m['leak_seeds'] = leaks
         if len(leaks) > cfg.leak_share * len(seeds):
             return _reject(verdict, 'answer_leak', f'the answer, or one of its actions, appears in an observation before the win on {len(leaks)} of {len(seeds)} seeds')
+        # 9. what play re-sends: each seed's certified actions, and a near miss of them played in the controls' worker
+        m['replays'] = [asdict(r) for s in seeds for r in (Replay(s, sols[s], transcript_digest(cert[s])),
+                                                           _control_replay(env3, env.kind, s, sols[s], budget, max_obs))]
         # fingerprint: fixed seeds and fixed probes, comparable across admissions
         m['fingerprint'] = behaviour_fingerprint(env, cfg.fingerprint_seeds, budget, max_obs)
         verdict.ok, verdict.reason, verdict.details = True, 'ok', REASONS['ok']
@@ -400,6 +420,12 @@ def _brief(x) -> str:
 
 def _clip(rows):
     return [rows[0][:500]] + [[o[:500], r, te, tr] for o, r, te, tr in rows[1:]]
+
+def _control_replay(env, kind, seed, solution, budget, max_obs) -> Replay:
+    "The solution with every action one letter or digit off, played on `seed`: a control whose transcript is recorded."
+    rng, policy = np.random.default_rng([seed % 2 ** 32, 11]), control_policies(kind)['near_miss']
+    actions = [policy([''] * (t + 1), rng, {'solution': solution}) for t in range(len(solution))]
+    return Replay(seed, actions, transcript_digest(_play(env, seed, actions, budget=budget, max_obs=max_obs)[0]), 'control')
 
 def _interleaved(env, seed, actions, budget, max_obs):
     "Play `actions` on two instances of one worker in lockstep; both transcripts must match."

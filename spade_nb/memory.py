@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .admission import Replay
 from .designer import Exemplar
 
 # %% auto #0
@@ -103,9 +104,11 @@ class EnvRecord:
     win_rate_nohint: float | None = None
     near_duplicate_of: int | None = None
     admission_version: int = 1  # the version of the admission rules it passed (`spade_nb.admission.ADMISSION_VERSION` then)
+    replays: list[Replay] = field(default_factory=list)  # admission's recorded replays, re-sent when it is played
     id: int | None = None
 
     def __post_init__(self):
+        self.replays = [r if isinstance(r, Replay) else Replay(**r) for r in self.replays or []]
         if not self.sha256: self.sha256 = hashlib.sha256(self.code.encode('utf-8')).hexdigest()
         if not self.structural_fp: self.structural_fp = structural_fingerprint(self.code)
 
@@ -160,6 +163,8 @@ class EnvMemory:
                 cols = {r[1] for r in self.db.execute('PRAGMA table_info(envs)')}
                 if 'admission_version' not in cols:  # written before admission versions: its records passed version 1
                     self.db.execute('ALTER TABLE envs ADD COLUMN admission_version INTEGER DEFAULT 1')
+                if 'replays' not in cols:  # written before replays were recorded (version 3 re-admits those records)
+                    self.db.execute('ALTER TABLE envs ADD COLUMN replays TEXT')
             self.db.execute('PRAGMA journal_mode=WAL')
             self.db.execute('PRAGMA synchronous=NORMAL')  # in WAL mode: durable against a killed process
             with self.db: self.db.executescript(_SCHEMA) if not existed else None
@@ -190,6 +195,7 @@ class EnvMemory:
     def _record(self, row) -> EnvRecord:
         d = dict(zip(['id'] + _COLS, row))
         d['provenance'] = json.loads(d['provenance']) if d['provenance'] else None
+        d['replays'] = json.loads(d['replays']) if d['replays'] else []
         return EnvRecord(**d)
 
     def get(self, env_id: int) -> EnvRecord:
@@ -226,7 +232,8 @@ class EnvMemory:
         bands = _bands(mh)
         near = self._near_duplicate(mh, bands)
         rec.near_duplicate_of = near
-        vals = [json.dumps(rec.provenance) if c == 'provenance' and rec.provenance is not None else getattr(rec, c) for c in _COLS]
+        vals = [json.dumps(rec.provenance) if c == 'provenance' and rec.provenance is not None else
+                json.dumps([asdict(r) for r in rec.replays]) if c == 'replays' else getattr(rec, c) for c in _COLS]
         with self._tx():
             cur = self.db.execute(f'INSERT INTO envs ({", ".join(_COLS)}, protected) VALUES ({", ".join("?" * len(_COLS))}, ?)',
                                   vals + [int(protected)])
@@ -266,7 +273,7 @@ class EnvMemory:
         rec = EnvRecord(code=code, class_name=verdict.class_name, kind=verdict.kind, skill=skill,
                         behavioural_fp=verdict.fingerprint, provenance=provenance, verdict_reason=verdict.reason,
                         summary=summarize(code, verdict.class_name, first_obs), origin=origin, iteration=iteration,
-                        admission_version=int(verdict.measurements.get('admission_version', 1)))
+                        admission_version=int(verdict.measurements.get('admission_version', 1)), replays=verdict.replays)
         return self.add(rec, protected=protected)
 
     def stale(self, version: int) -> list[EnvRecord]:
@@ -274,23 +281,38 @@ class EnvMemory:
         return [r for r in self.records() if r.admission_version < version]
 
     def readmit(self, verdicts: dict, version: int) -> list[int]:
-        "Record the re-admission of stale records: passed ones get `version`; failed ones move to the rejected table (returned)."
+        "Record the re-admission of stale records: passed ones get `version` and new replays; failed ones move to the rejected table (returned)."
         gone = []
         with self._tx():
             for env_id, v in verdicts.items():
                 if v.ok:
-                    self.db.execute('UPDATE envs SET admission_version = ?, behavioural_fp = ? WHERE id = ?', (version, v.fingerprint, env_id))
+                    self.db.execute('UPDATE envs SET admission_version = ?, behavioural_fp = ?, replays = ? WHERE id = ?',
+                                    (version, v.fingerprint, json.dumps([asdict(r) for r in v.replays]), env_id))
                     continue
-                code, skill, prov = self.db.execute('SELECT code, skill, provenance FROM envs WHERE id = ?', (env_id,)).fetchone()
-                self.db.execute('INSERT INTO rejected (sha256, code, reason, details, skill, provenance, iteration) VALUES (?,?,?,?,?,?,?)',
-                                (hashlib.sha256(code.encode()).hexdigest(), code, v.reason, f're-admission under version {version}: {v.details}',
-                                 skill, prov, -1))  # iteration -1: a resumed run's discard keeps it
-                self.db.execute('DELETE FROM envs WHERE id = ?', (env_id,))
-                self.db.execute('DELETE FROM lsh WHERE env_id = ?', (env_id,))
-                self.db.execute('DELETE FROM meta WHERE key = ?', (f'minhash:{env_id}',))
+                self._move_to_rejected(env_id, v.reason, f're-admission under version {version}: {v.details}', -1)  # -1: a resumed run's discard keeps it
                 gone.append(env_id)
         self._recount()
         return gone
+
+    def reject(self, env_id: int, reason: str, details: str, iteration: int):
+        "Take a live record out of play at `iteration` with `reason` (play caught it behaving otherwise than at admission, say): evicted, and listed as rejected; `discard_from` undoes both."
+        with self._tx():
+            self._add_rejected(env_id, reason, details, iteration)
+            self.db.execute('UPDATE envs SET evicted_at = ? WHERE id = ?', (iteration, env_id))
+        self._recount()
+
+    def _add_rejected(self, env_id: int, reason: str, details: str, iteration: int):
+        row = self.db.execute('SELECT code, skill, provenance FROM envs WHERE id = ?', (env_id,)).fetchone()
+        if row is None: raise KeyError(f'no environment {env_id} in {self.path}')
+        code, skill, prov = row
+        self.db.execute('INSERT INTO rejected (sha256, code, reason, details, skill, provenance, iteration) VALUES (?,?,?,?,?,?,?)',
+                        (hashlib.sha256(code.encode()).hexdigest(), code, reason, details, skill, prov, iteration))
+
+    def _move_to_rejected(self, env_id: int, reason: str, details: str, iteration: int):
+        self._add_rejected(env_id, reason, details, iteration)
+        self.db.execute('DELETE FROM envs WHERE id = ?', (env_id,))
+        self.db.execute('DELETE FROM lsh WHERE env_id = ?', (env_id,))
+        self.db.execute('DELETE FROM meta WHERE key = ?', (f'minhash:{env_id}',))
 
     def update_scores(self, env_id: int, *, iteration: int, plays: int, regret: float | None = None, regret_lo: float | None = None,
                       regret_hi: float | None = None, win_rate_hint: float | None = None, win_rate_nohint: float | None = None):

@@ -13,14 +13,15 @@ from typing import Sequence
 
 import numpy as np
 
+from .admission import Replay, transcript_digest
 from .core import Config, Sample, episode_return, is_win
 from .protocol import first_messages, observation_message, parse_action
 from .sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
 # %% auto #0
-__all__ = ['RolloutConfig', 'EnvJob', 'Episode', 'RolloutResult', 'play']
+__all__ = ['RolloutConfig', 'EnvJob', 'Episode', 'RolloutResult', 'certify', 'certify_apart', 'audit', 'play']
 
-# %% ../nbs/13_rollout.ipynb #763e11d5
+# %% ../nbs/13_rollout.ipynb #bbe869fe
 @dataclass
 class RolloutConfig(Config):
     "How the agent plays."
@@ -30,22 +31,29 @@ class RolloutConfig(Config):
     step_timeout: float = 5.0
     train_on_hinted: bool = False  # ablation: off-policy with respect to the hint
     demonstrations: int = 0  # worked examples of the action format before the first observation (small models; never trained)
+    replays: int = 1  # certified seeds per environment whose solution is re-sent among the agent's episodes
+    audit: int = 4  # episodes per environment re-played afterwards in a fresh worker (wins first); 0: none
 
     def validate(self):
         self.check('max_turns', self.max_turns >= 1, 'must be at least 1')
         self.check('max_new_tokens', self.max_new_tokens >= 1, 'must be at least 1')
         self.check('step_timeout', self.step_timeout > 0, 'must be positive')
         self.check('demonstrations', 0 <= self.demonstrations <= 2, 'must be 0, 1 or 2')
+        self.check('replays', self.replays >= 0, 'must be 0 or more')
+        self.check('audit', self.audit >= 0, 'must be 0 or more')
 
 @dataclass
 class EnvJob:
-    "One environment to play: its code, the seeds (shared by both arms), plays per seed and arm, and its hint."
+    "One environment to play: its code, the seeds (shared by both arms), plays per seed and arm, its hint, and what to re-send."
     env_id: str
     code: str
     seeds: list[int]
     plays: int = 1
     hint: str | None = None  # when given, each seed is also played with the hint (paired with the no-hint arm)
+    certified: dict[int, Replay] | None = None  # seed -> its certified solution (`certify`); None: `play` certifies, in a worker of its own
+    replays: list[Replay] = field(default_factory=list)  # recorded elsewhere (admission's), re-sent in the play worker
 
+# %% ../nbs/13_rollout.ipynb #8f1c099a
 @dataclass
 class Episode:
     "One played episode: tokens, mask, behaviour log-probs, rewards and how it ended."
@@ -65,6 +73,7 @@ class Episode:
     context_truncated: bool = False
     parse_failures: int = 0
     adapter_version: int | None = None
+    digest: str = ''  # `transcript_digest` of what the environment returned (the audit compares it)
 
     @property
     def episode_id(self) -> str: return f"{self.env_id}/{self.seed}/{'hint' if self.hint else 'plain'}/{self.play}"
@@ -83,11 +92,12 @@ class Episode:
 
 @dataclass
 class RolloutResult:
-    "All episodes of a rollout, the seeds dropped by re-certification, and environments that failed (timeout, crash)."
+    "All episodes of a rollout, the seeds dropped by certification, environments that failed, and what their replays showed."
     episodes: list[Episode]
     dropped_seeds: dict[str, list[int]]
-    failures: dict[str, str]  # env_id -> reason
+    failures: dict[str, str]  # env_id -> reason ('timeout', 'crash', 'contract', or 'replay': it behaved otherwise than recorded)
     stats: dict = field(default_factory=dict)
+    mismatches: dict[str, str] = field(default_factory=dict)  # env_id -> which replay or audited episode differed, and how
 
     def training_samples(self, cfg: RolloutConfig | None = None) -> list[Sample]:
         "The agent's samples: no-hint episodes (and hinted ones when `train_on_hinted`), failed environments excluded."
@@ -95,104 +105,199 @@ class RolloutResult:
         return [e.to_sample() for e in self.episodes
                 if (not e.hint or cfg.train_on_hinted) and e.env_id not in self.failures]
 
-# %% ../nbs/13_rollout.ipynb #d2ba3a5a
-def _certify(env: SandboxedEnv, seed: int) -> bool:
-    "Does the solution, replayed right after reset(seed), win?"
-    inst = secrets.token_hex(8)  # opaque: an environment cannot tell certification from play by the name
-    env.reset(seed=seed, instance=inst)
-    r, ended = 0.0, False
-    for a in env.solution(instance=inst):
-        _, r, term, trunc, _ = env.step(a, instance=inst)
-        if term or trunc: ended = True; break
-    return ended and is_win(r)
+# %% ../nbs/13_rollout.ipynb #62aa6435
+def _run(env: SandboxedEnv, seed: int, actions: Sequence[str]) -> list:
+    "The transcript of `actions` replayed on a fresh opaque instance of `seed` (it stops where the episode ends)."
+    inst = secrets.token_hex(8)
+    rows = [env.reset(seed=seed, instance=inst)[0]]
+    for a in actions:
+        o, r, term, trunc, _ = env.step(a, instance=inst)
+        rows.append([o, r, term, trunc])
+        if term or trunc: break
+    return rows
+
+def certify(env: SandboxedEnv, seeds: Sequence[int]) -> dict[int, Replay]:
+    "Seed -> its solution and transcript, for the seeds whose solution wins. Run it in a worker that will not play: play workers never see `solution()`."
+    out = {}
+    for s in seeds:
+        inst = secrets.token_hex(8)  # opaque: an environment cannot tell certification from play by the name
+        env.reset(seed=s, instance=inst)
+        actions = env.solution(instance=inst)
+        rows = _run(env, s, actions)
+        if len(rows) > 1 and (rows[-1][2] or rows[-1][3]) and is_win(rows[-1][1]): out[s] = Replay(s, actions, transcript_digest(rows))
+    return out
+
+def certify_apart(code: str, seeds: Sequence[int], limits: SandboxLimits | None = None) -> dict[int, Replay]:
+    "`certify` in a worker of its own, closed afterwards."
+    env = SandboxedEnv(code, limits)
+    try: return certify(env, seeds)
+    finally: env.close()
 
 def _order(n: int, seed: int | None, salt: str) -> list[int]:
     "A permutation of range(n) derived from `seed` and `salt`: the order in which one worker's instances are reset or stepped."
     return [int(i) for i in np.random.default_rng([seed or 0, zlib.crc32(salt.encode())]).permutation(n)]
 
-# %% ../nbs/13_rollout.ipynb #cefa4a8c
+# %% ../nbs/13_rollout.ipynb #0593061e
+@dataclass
+class _Ghost:
+    "A recorded replay re-sent in a play worker: one more opaque instance, stepped one action a turn among the agent's."
+    env_id: str
+    replay: Replay
+    iid: str = field(default_factory=lambda: secrets.token_hex(8))
+    rows: list = field(default_factory=list)  # the transcript so far (after reset: the first observation)
+
+    @property
+    def done(self) -> bool:
+        n = len(self.rows) - 1
+        return n >= len(self.replay.actions) or (n > 0 and bool(self.rows[-1][2] or self.rows[-1][3]))
+
+def _ghosts(job: EnvJob, certified: dict[int, Replay], n: int, seed: int | None) -> list[_Ghost]:
+    "What `job`'s play worker re-sends: the job's own replays and the certified solutions of `n` of its seeds."
+    picks = [certified[s] for s in sorted(certified)]
+    return [_Ghost(job.env_id, r) for r in [*job.replays, *(picks[i] for i in _order(len(picks), seed, f'replay-{job.env_id}')[:n])]]
+
+def _step_ghost(g: _Ghost, env: SandboxedEnv, failures: dict, mismatches: dict):
+    "Send the ghost's next action; when it is done, compare its transcript with the record."
+    try: o, r, term, trunc, _ = env.step(g.replay.actions[len(g.rows) - 1], instance=g.iid)
+    except SandboxError as err: failures[g.env_id] = err.reason; return
+    g.rows.append([o, r, term, trunc])
+    if g.done and transcript_digest(g.rows) != g.replay.digest:
+        failures[g.env_id] = 'replay'
+        mismatches.setdefault(g.env_id, f'the recorded {g.replay.role} of seed {g.replay.seed} ({len(g.replay.actions)} actions) '
+                                        f'gave a different transcript among the agent\'s episodes (return {g.rows[-1][1] if len(g.rows) > 1 else None})')
+
+# %% ../nbs/13_rollout.ipynb #096fb888
+def audit(code: str, episodes: Sequence[Episode], n: int = 4, *, limits: SandboxLimits | None = None, seed: int | None = None) -> str | None:
+    "Re-play up to `n` of `episodes` (wins first) in a fresh worker of `code`: which one gave a different transcript than in play, or None."
+    order = [episodes[i] for i in _order(len(episodes), seed, 'audit')]
+    picks = sorted(order, key=lambda e: not e.win)[:n]
+    if not picks: return None
+    env = SandboxedEnv(code, limits)
+    try:
+        for e in picks:
+            try: rows = _run(env, e.seed, e.actions)
+            except SandboxError as err: return f'episode {e.episode_id} re-played: the worker failed ({err.reason}) where play did not'
+            if transcript_digest(rows) != e.digest:
+                return f'episode {e.episode_id} re-played: a different transcript than in play (return {rows[-1][1] if len(rows) > 1 else None} vs {e.ret})'
+        return None
+    finally: env.close()
+
+# %% ../nbs/13_rollout.ipynb #743a6abe
+def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, seed: int | None, failures: dict):
+    "(play worker, episodes, ghosts, instance names, seeds dropped); the worker is None when the job failed (its reason in `failures`)."
+    try:
+        certified = job.certified if job.certified is not None else certify_apart(job.code, job.seeds, limits)
+        env = SandboxedEnv(job.code, limits)  # the play worker: solution() is never called in it
+    except SandboxError as e:
+        failures[job.env_id] = e.reason; return None, [], [], {}, []
+    good = [s for s in job.seeds if s in certified]
+    plan = [(s, hinted, k) for s in good for hinted in ([False, True] if job.hint else [False]) for k in range(job.plays)]
+    plan += _ghosts(job, certified, cfg.replays, seed)
+    made, names = {}, {}
+    for j in _order(len(plan), seed, job.env_id):
+        item, iid = plan[j], secrets.token_hex(8)  # opaque: no seed, arm, play or role for the environment to read
+        try:
+            if isinstance(item, _Ghost): item.rows = [env.reset(seed=item.replay.seed, instance=item.iid)[0]]; made[j] = item; continue
+            s, hinted, k = item
+            obs, _ = env.reset(seed=s, instance=iid)
+        except SandboxError as e: failures[job.env_id] = e.reason; break
+        try: ids = policy.chat_ids(first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None,
+                                                  demonstrations=cfg.demonstrations))
+        except Exception:  # an environment whose prompt cannot be rendered fails, not the run
+            failures[job.env_id] = 'contract'; break
+        made[j] = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids))
+        names[id(made[j])] = (iid, [obs])
+    items = [made[j] for j in sorted(made)]  # the episodes themselves stay in seed, arm, play order
+    return (env, [x for x in items if isinstance(x, Episode)], [x for x in items if isinstance(x, _Ghost)], names,
+            [s for s in job.seeds if s not in certified])
+
+# %% ../nbs/13_rollout.ipynb #fb7f59c4
+def _agent_turn(policy, e: Episode, c, env: SandboxedEnv, iid: str, rows: list, cfg: RolloutConfig, failures: dict) -> bool:
+    e.adapter_version = c.adapter_version
+    e.token_ids += c.token_ids; e.loss_mask += [1] * len(c.token_ids); e.logprobs += c.logprobs
+    e.turns += 1
+    if _dead(failures, e.env_id):  # its worker died during this turn
+        e.ended_by = failures[e.env_id]; return False
+    if c.truncated:
+        e.ended_by, e.context_truncated = 'cap', True; return False
+    action, ok = parse_action(env.kind, c.text)
+    e.parse_failures += not ok
+    e.actions.append(action)
+    try:
+        obs, r, term, trunc, _ = env.step(action, instance=iid)
+    except SandboxError as err:
+        failures[e.env_id] = err.reason
+        e.ended_by = err.reason if err.reason in ('timeout', 'crash') else 'crash'; return False
+    e.rewards.append(r)
+    rows.append([obs, r, term, trunc])
+    if term or trunc: e.ended_by = 'env'; return False
+    if e.turns >= cfg.max_turns: e.ended_by, e.turn_capped = 'cap', True; return False
+    ids = policy.append_turn(e.token_ids, observation_message(obs))
+    if len(ids) >= policy.max_context:
+        e.ended_by, e.context_truncated = 'cap', True; return False
+    added = len(ids) - len(e.token_ids)
+    e.token_ids, e.loss_mask, e.logprobs = ids, e.loss_mask + [0] * added, e.logprobs + [0.0] * added
+    return True
+
+def _dead(failures: dict, env_id: str) -> bool:
+    "Has this environment's worker failed? (One caught by a replay still runs: its episodes finish, then it is dropped.)"
+    return failures.get(env_id) not in (None, 'replay')
+
+# %% ../nbs/13_rollout.ipynb #da0954e2
 def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, seed: int | None = None,
-         limits: SandboxLimits | None = None, opened: dict[str, SandboxedEnv] | None = None) -> RolloutResult:
+         limits: SandboxLimits | None = None) -> RolloutResult:
     "Play every job's seeds (both arms when it has a hint) in lockstep; one sandbox worker per environment."
     from spade_nb.llm import SamplingParams
     cfg = cfg or RolloutConfig()
     limits = (limits or SandboxLimits()).replace(call_timeout=cfg.step_timeout)
-    envs, eps, inst = {}, [], {}
-    opened = dict(opened or {})  # workers the caller already loaded with a job's code: used, then closed, here
-    dropped, failures = {}, {}
-    stats = {'generate_seconds': 0.0, 'env_seconds': 0.0, 'generate_calls': 0, 'batches': []}
+    envs, eps, ghosts, names, dropped, failures, mismatches = {}, [], [], {}, {}, {}, {}
+    stats = {'generate_seconds': 0.0, 'env_seconds': 0.0, 'generate_calls': 0, 'batches': [], 'replays': 0, 'audited': 0}
     try:
         for job in jobs:
-            try:
-                env = envs[job.env_id] = opened.pop(job.env_id, None) or SandboxedEnv(job.code, limits)
-                good = [s for s in job.seeds if _certify(env, s)]
-            except SandboxError as e:
-                failures[job.env_id] = e.reason; continue
-            dropped[job.env_id] = [s for s in job.seeds if s not in good]
-            plan = [(s, hinted, k) for s in good for hinted in ([False, True] if job.hint else [False]) for k in range(job.plays)]
-            made = {}
-            for j in _order(len(plan), seed, job.env_id):  # reset in a seed-derived random order: counting resets tells no arm
-                s, hinted, k = plan[j]
-                iid = secrets.token_hex(8)  # opaque: no seed, arm or play for the environment to read
-                try: obs, _ = env.reset(seed=s, instance=iid)
-                except SandboxError as e: failures[job.env_id] = e.reason; break
-                try: ids = policy.chat_ids(first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None,
-                                                          demonstrations=cfg.demonstrations))
-                except Exception:  # an environment whose prompt cannot be rendered fails, not the run
-                    failures[job.env_id] = 'contract'; break
-                made[j] = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids))
-                inst[id(made[j])] = (env, iid)
-            eps.extend(made[j] for j in sorted(made))  # the episodes themselves stay in seed, arm, play order
-        active = [e for e in eps if e.env_id not in failures]
+            env, mine, spooks, inst, dropped[job.env_id] = _open_job(policy, job, cfg, limits, seed, failures)
+            if env is not None: envs[job.env_id] = env
+            eps += mine; ghosts += spooks; names.update(inst)
+        stats['replays'] = len(ghosts)
         for e in eps:
-            if e.env_id in failures: e.ended_by = failures[e.env_id]
-        turn = 0
-        while active:
+            if _dead(failures, e.env_id): e.ended_by = failures[e.env_id]
+        active, live, turn = [e for e in eps if not _dead(failures, e.env_id)], [g for g in ghosts if not _dead(failures, g.env_id)], 0
+        while active or live:
             turn += 1
             t = time.perf_counter()
-            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                                    seed=None if seed is None else seed + turn)
-            outs = policy.generate([e.token_ids for e in active], params)
+            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=None if seed is None else seed + turn)
+            outs = policy.generate([e.token_ids for e in active], params) if active else []
             stats['generate_seconds'] += time.perf_counter() - t
-            stats['generate_calls'] += 1
-            stats['batches'].append({'prompts': [list(e.token_ids) for e in active], 'max_new_tokens': cfg.max_new_tokens,
-                                     'temperature': cfg.temperature, 'seed': params.seed})
+            stats['generate_calls'] += bool(active)
+            if active: stats['batches'].append({'prompts': [list(e.token_ids) for e in active], 'max_new_tokens': cfg.max_new_tokens,
+                                                'temperature': cfg.temperature, 'seed': params.seed})
             t = time.perf_counter()
-            still, pos = [], {id(e): i for i, e in enumerate(active)}
-            for j in _order(len(active), seed, f'turn-{turn}'):  # and step them in a random order too
-                e, (c,) = active[j], outs[j]
-                e.adapter_version = c.adapter_version
-                e.token_ids += c.token_ids; e.loss_mask += [1] * len(c.token_ids); e.logprobs += c.logprobs
-                e.turns += 1
-                if e.env_id in failures:  # its worker died during this turn
-                    e.ended_by = failures[e.env_id]; continue
-                if c.truncated:
-                    e.ended_by, e.context_truncated = 'cap', True; continue
-                action, ok = parse_action(envs[e.env_id].kind, c.text)
-                e.parse_failures += not ok
-                e.actions.append(action)
-                env, iid = inst[id(e)]
-                try:
-                    obs, r, term, trunc, _ = env.step(action, instance=iid)
-                except SandboxError as err:
-                    failures[e.env_id] = err.reason
-                    e.ended_by = err.reason if err.reason in ('timeout', 'crash') else 'crash'; continue
-                e.rewards.append(r)
-                if term or trunc: e.ended_by = 'env'; continue
-                if e.turns >= cfg.max_turns: e.ended_by, e.turn_capped = 'cap', True; continue
-                ids = policy.append_turn(e.token_ids, observation_message(obs))
-                if len(ids) >= policy.max_context:
-                    e.ended_by, e.context_truncated = 'cap', True; continue
-                added = len(ids) - len(e.token_ids)
-                e.token_ids, e.loss_mask, e.logprobs = ids, e.loss_mask + [0] * added, e.logprobs + [0.0] * added
-                still.append(e)
-            still.sort(key=lambda e: pos[id(e)])
-            for e in still:  # a worker that died this turn ends its other episodes too
-                if e.env_id in failures: e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
-            active = [e for e in still if e.env_id not in failures]
+            still = set()
+            for j in _order(len(active) + len(live), seed, f'turn-{turn}'):  # a random order: agent and ghost steps interleave
+                if j >= len(active):
+                    g = live[j - len(active)]
+                    if not _dead(failures, g.env_id): _step_ghost(g, envs[g.env_id], failures, mismatches)
+                    continue
+                e = active[j]
+                if _agent_turn(policy, e, outs[j][0], envs[e.env_id], *names[id(e)], cfg, failures): still.add(id(e))
+            for e in active:  # a worker that died this turn ends its other episodes too
+                if id(e) in still and _dead(failures, e.env_id): e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
+            active = [e for e in active if id(e) in still and not _dead(failures, e.env_id)]
+            live = [g for g in live if not g.done and not _dead(failures, g.env_id)]
             stats['env_seconds'] += time.perf_counter() - t
     finally:
-        for env in [*envs.values(), *opened.values()]: env.close()
+        for env in envs.values(): env.close()
     for e in eps:
-        if e.env_id in failures and e.ended_by not in ('timeout', 'crash'): e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
-    return RolloutResult(eps, dropped, failures, stats)
+        e.digest = transcript_digest(names[id(e)][1]) if id(e) in names else ''
+        if _dead(failures, e.env_id) and e.ended_by not in ('timeout', 'crash'): e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
+    _audit_jobs(jobs, eps, cfg, limits, seed, failures, mismatches, stats)
+    return RolloutResult(eps, dropped, failures, stats, mismatches)
+
+def _audit_jobs(jobs, eps, cfg, limits, seed, failures, mismatches, stats):
+    "The audit of every environment still standing (`audit`); a difference fails it with the reason `replay`."
+    for job in jobs:
+        if job.env_id in failures or not cfg.audit: continue
+        mine = [e for e in eps if e.env_id == job.env_id]
+        try: bad = audit(job.code, mine, cfg.audit, limits=limits, seed=seed)
+        except SandboxError as err: bad = f'the audit worker could not be opened ({err.reason})'
+        stats['audited'] += min(len(mine), cfg.audit)
+        if bad: failures[job.env_id], mismatches[job.env_id] = 'replay', bad

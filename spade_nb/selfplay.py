@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .admission import ADMISSION_VERSION, AdmissionConfig, admit_many, joined_numbers, normalize_tokens
+from .admission import ADMISSION_VERSION, AdmissionConfig, Replay, admit_many, joined_numbers, normalize_tokens
 from .core import Config, ConfigError, Sample, Seeds
 from .designer import DesignerConfig, build_prompt, design
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout, evaluate_heldout, open_heldout
@@ -26,15 +26,15 @@ from .hints import HintConfig, write_hints
 from .llm import LLMConfig
 from .memory import EnvMemory, EnvRecord, structural_fingerprint
 from .regret import RewardConfig, designer_reward, env_metrics
-from .rollout import EnvJob, RolloutConfig, RolloutResult, play
+from .rollout import EnvJob, RolloutConfig, RolloutResult, certify, play
 from .trainer import TrainerConfig
 
 # %% auto #0
 __all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config',
            'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationMetrics', 'PendingDesign', 'DesignOutcome',
-           'write_designs', 'admit_designs', 'HintOutcome', 'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows',
-           'score_stage', 'UpdateOutcome', 'agent_sample', 'update_stage', 'memory_diversity', 'summarise', 'RunParts',
-           'open_run', 'readmit_stale', 'SelfPlay', 'plot_run', 'Run']
+           'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome', 'play_stage',
+           'episode_rows', 'score_stage', 'UpdateOutcome', 'agent_sample', 'update_stage', 'memory_diversity',
+           'summarise', 'RunParts', 'open_run', 'readmit_stale', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -249,6 +249,7 @@ class IterationMetrics:
     win_rate_nohint: float | None = None  # plain win rate
     win_rate_by_skill: dict | None = None  # plain win rate by skill
     hints_rejected: int | None = None  # hints the leak auditor rejected
+    replay_dropped: int | None = None  # environments taken out of the memory because a replay or an audited episode differed in play
     win_rate_heldout: float | None = None  # held-out win rate without hints (evaluation iterations; else null)
     heldout_lo: float | None = None  # its 90% Wilson interval, low
     heldout_hi: float | None = None  # its interval, high
@@ -372,57 +373,70 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
                   skill_mix=built, skill_mismatch=mismatch, skills_requested={s: sum(d.prompt.skill == s for d in designs) for s in cfg.designer.skills})
     return DesignOutcome(new_envs, pending, rows, counts, tokens=sum(len(d.completion.token_ids) for d in designs))
 
-# %% ../nbs/16_selfplay.ipynb #c120cc48
+# %% ../nbs/16_selfplay.ipynb #d94caff9
 @dataclass
 class HintOutcome:
-    "Hints for the environments to play, and the workers opened to write them (handed on to play)."
+    "Hints for the environments to play, and the seeds certified for play (in the workers that wrote the hints, closed since)."
     hints: dict[int, str] = field(default_factory=dict)  # environment id -> hint, for hints that passed the audit
-    opened: dict = field(default_factory=dict)  # str(environment id) -> its open SandboxedEnv
+    certified: dict[int, dict[int, Replay]] = field(default_factory=dict)  # environment id -> play seed -> its certified solution
     leaked: set[int] = field(default_factory=set)  # environments whose hint the auditor rejected
     tokens: int | None = None  # tokens generated writing hints (None: no environment to hint)
     rejected: int | None = None  # hints the auditor rejected
 
+def play_seeds(records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds) -> dict[int, list[int]]:
+    "Each environment's seeds to play this iteration (the `play-seeds` stream)."
+    prng = seeds.numpy('play-seeds')
+    return {i: [int(x) for x in prng.integers(0, 2**31, cfg.selfplay.seeds_per_env)] for i in records}
+
+def _hint_inputs(env, hrng) -> tuple:
+    "(solution, actions common to two seeds, tokens their first observations share, the environment's own hint) on two `hint-seeds` seeds."
+    iid, other = secrets.token_hex(8), secrets.token_hex(8)  # opaque: the environment cannot tell these resets are for the hint
+    first = [env.reset(seed=int(hrng.integers(0, 2**31)), instance=n)[0] for n in (iid, other)]  # a second seed: what both share is no secret
+    sol = env.solution(instance=iid)
+    return (sol, set(sol) & set(env.solution(instance=other)),
+            set.intersection(*({*toks, *joined_numbers(toks)} for toks in map(normalize_tokens, first))), env.hint(instance=iid))
+
+# %% ../nbs/16_selfplay.ipynb #8e5099c6
 def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds) -> HintOutcome:
-    "Open each environment, read its solution, write and audit its hint; workers that fail are skipped (play finds out why)."
+    "In one worker per environment (closed afterwards; play opens another): certify its play seeds, read a solution, then write and audit the hints."
     if not records: return HintOutcome()
     from spade_nb.sandbox import SandboxedEnv, SandboxError
-    sols, commons, shared, kinds, inline, ids, opened = [], [], [], [], [], [], {}
-    hrng = seeds.numpy('hint-seeds')
+    rows, certified, hrng, todo = [], {}, seeds.numpy('hint-seeds'), play_seeds(records, cfg, seeds)
     limits = cfg.admission.limits.replace(call_timeout=cfg.rollout.step_timeout)  # as `play` would open it
     for i, r in records.items():
+        env = None
         try:
             env = SandboxedEnv(r.code, limits)
-            opened[str(i)] = env
-            iid, other = secrets.token_hex(8), secrets.token_hex(8)  # opaque: the environment cannot tell these resets are for the hint
-            first = [env.reset(seed=int(hrng.integers(0, 2**31)), instance=n)[0] for n in (iid, other)]  # a second seed: what both share is no secret
-            sol = env.solution(instance=iid)
-            sols.append(sol); commons.append(set(sol) & set(env.solution(instance=other))); kinds.append(env.kind)
-            shared.append(set.intersection(*({*toks, *joined_numbers(toks)} for toks in map(normalize_tokens, first))))
-            inline.append(env.hint(instance=iid)); ids.append(i)
-        except SandboxError:
-            if (env := opened.pop(str(i), None)) is not None: env.close()
-            continue
-    try: hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline, seed=seeds.int_seed('hints') % 2**31,
-                          common_actions=commons, common_tokens=shared)
-    except BaseException:
-        for env in opened.values(): env.close()  # nobody else will: play never sees them
-        raise
-    return HintOutcome({i: h.text for i, h in zip(ids, hs) if h.ok}, opened, {i for i, h in zip(ids, hs) if not h.ok},
+            certified[i] = certify(env, todo[i])
+            rows.append((i, env.kind, *_hint_inputs(env, hrng)))
+        except SandboxError: certified.pop(i, None)  # play certifies it in a worker of its own, and finds out why
+        finally:
+            if env is not None: env.close()
+    ids, kinds, sols, commons, shared, inline = (list(x) for x in zip(*rows)) if rows else ([],) * 6
+    hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline, seed=seeds.int_seed('hints') % 2**31,
+                     common_actions=commons, common_tokens=shared)
+    return HintOutcome({i: h.text for i, h in zip(ids, hs) if h.ok}, certified, {i for i, h in zip(ids, hs) if not h.ok},
                        tokens=sum(len(h.completion.token_ids) for h in hs if h.completion is not None), rejected=sum(not h.ok for h in hs))
 
-# %% ../nbs/16_selfplay.ipynb #21794246
+# %% ../nbs/16_selfplay.ipynb #b91c5487
 @dataclass
 class PlayOutcome:
     "Every episode the agent played this iteration."
     result: RolloutResult
     tokens: int  # tokens generated playing
 
+def _admission_pair(r: EnvRecord, rng) -> list[Replay]:
+    "The replays admission recorded for one of `r`'s seeds (its solution and near-miss control), chosen at random."
+    by_seed = {}
+    for x in r.replays: by_seed.setdefault(x.seed, []).append(x)
+    return by_seed[sorted(by_seed)[int(rng.integers(len(by_seed)))]] if by_seed else []
+
 def play_stage(policy, records: dict[int, EnvRecord], hinted: HintOutcome, cfg: RunConfig, seeds: Seeds) -> PlayOutcome:
-    "Play `records` (in the workers `hinted` opened), both arms where there is a hint."
-    prng = seeds.numpy('play-seeds')
-    jobs = [EnvJob(str(i), r.code, seeds=[int(x) for x in prng.integers(0, 2**31, cfg.selfplay.seeds_per_env)], plays=cfg.selfplay.plays,
-                   hint=hinted.hints.get(i)) for i, r in records.items()]
-    res = play(policy, jobs, cfg.rollout, seed=seeds.int_seed('play') % 2**31, limits=cfg.admission.limits, opened=hinted.opened)
+    "Play `records` on their certified seeds, both arms where there is a hint, re-sending admission's replays of one seed each."
+    todo, rrng = play_seeds(records, cfg, seeds), seeds.numpy('replay-seeds')
+    jobs = [EnvJob(str(i), r.code, seeds=todo[i], plays=cfg.selfplay.plays, hint=hinted.hints.get(i), certified=hinted.certified.get(i),
+                   replays=_admission_pair(r, rrng)) for i, r in records.items()]
+    res = play(policy, jobs, cfg.rollout, seed=seeds.int_seed('play') % 2**31, limits=cfg.admission.limits)
     return PlayOutcome(res, sum(sum(e.loss_mask) for e in res.episodes))
 
 def episode_rows(played: PlayOutcome, policy) -> list[dict]:
@@ -430,20 +444,24 @@ def episode_rows(played: PlayOutcome, policy) -> list[dict]:
     return [{'episode': e.episode_id, 'return': e.ret, 'turns': e.turns, 'ended_by': e.ended_by, 'actions': e.actions,
              'text': policy.decode(e.token_ids[e.prompt_len:])[:4000]} for e in played.result.episodes]
 
-# %% ../nbs/16_selfplay.ipynb #67e8aaec
+# %% ../nbs/16_selfplay.ipynb #345160a5
 def score_stage(memory: EnvMemory, played: PlayOutcome, designed: DesignOutcome | None, hinted: HintOutcome, cfg: RunConfig,
                 it: int, seeds: Seeds) -> dict[str, dict]:
-    "Per-environment metrics (`env_metrics`); writes the scores to `memory` and the rewards of `designed.pending` (side effects)."
+    "Per-environment metrics (`env_metrics`); writes the scores to `memory`, takes out of it environments a replay caught, and sets the rewards of `designed.pending` (side effects)."
     res = played.result
-    per_env = env_metrics(res.episodes, seed=seeds.int_seed('bootstrap') % 2**31, level=cfg.reward.level, n_boot=cfg.reward.n_boot)
+    caught = {k for k, v in res.failures.items() if v == 'replay'}  # behaved otherwise in play than where it was examined
+    for env_id in sorted(caught): memory.reject(int(env_id), 'replay', res.mismatches.get(env_id, ''), it)
+    per_env = env_metrics([e for e in res.episodes if e.env_id not in caught], seed=seeds.int_seed('bootstrap') % 2**31,
+                          level=cfg.reward.level, n_boot=cfg.reward.n_boot)
     for env_id, em in per_env.items():
         memory.update_scores(int(env_id), iteration=it, plays=em['plays'], regret=em['regret'], regret_lo=em['regret_lo'],
                              regret_hi=em['regret_hi'], win_rate_hint=em['win_rate_hint'], win_rate_nohint=em['win_rate_nohint'])
     for d in designed.pending if designed else []:
-        if d.env_id is not None and d.reward is None:
-            em = per_env.get(str(d.env_id))
-            d.reward = designer_reward(cfg.reward, em.get('estimate') if em else None, em['win_rate_nohint'] if em else None,
-                                       timed_out=str(d.env_id) in res.failures, hint_leaked=d.env_id in hinted.leaked)
+        if d.env_id is None or d.reward is not None: continue
+        if str(d.env_id) in caught: d.reward = cfg.reward.inadmissible; continue  # a cheat caught late earns what a rejected design does
+        em = per_env.get(str(d.env_id))
+        d.reward = designer_reward(cfg.reward, em.get('estimate') if em else None, em['win_rate_nohint'] if em else None,
+                                   timed_out=str(d.env_id) in res.failures, hint_leaked=d.env_id in hinted.leaked)
     return per_env
 
 # %% ../nbs/16_selfplay.ipynb #8367e464
@@ -493,6 +511,7 @@ def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, play
               skills: dict[int, str], updated: UpdateOutcome, evaluation: Evaluation, memory: dict, seconds: dict) -> IterationMetrics:
     "The metric row: `skills` maps played environment ids to their skill, `memory` is `memory_diversity` plus `memory_size`, `seconds` the stage times."
     m = IterationMetrics(it, tokens_hint=hinted.tokens, hints_rejected=hinted.rejected, tokens_play=played.tokens, **memory)
+    m.replay_dropped = sum(v == 'replay' for v in played.result.failures.values())
     if designed is not None:
         for k, v in designed.counts.items(): setattr(m, k, v)
         m.tokens_design = designed.tokens

@@ -1,6 +1,6 @@
-"""Admission that a cheating environment cannot fool (issue 13, the classes closed so far: 5, 6, 7 and the
-instance-name part of 1). Each attack has a benign twin, the same code without the cheat, that is admitted,
-so a test cannot pass because the attack was broken."""
+"""Admission that a cheating environment cannot fool (issue 13: classes 1 to 8). Each attack has a benign twin, the
+same code without the cheat, that is admitted (and, for the replay tests, played without a mismatch), so a test cannot
+pass because the attack was broken."""
 import time
 
 import pytest
@@ -122,7 +122,8 @@ def test_instance_names_carry_no_seed_arm_or_phase():
     spy = guess(module=SPY, replace=[('def flavour(self): return ""', 'def flavour(self): return " " + ",".join(_names())')])
     res = play(agent, [EnvJob('spy', spy, seeds=[3, 4], plays=2, hint='Halve the range.')],
                RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0), seed=0)
-    assert len(res.episodes) == 8 and not res.failures
+    assert len(res.episodes) == 8
+    assert res.failures == {'spy': 'replay'}  # and observations that depend on the names differ from any record: dropped too
     names = set()
     for e in res.episodes:
         prompt = agent.decode(e.token_ids[:e.prompt_len])
@@ -269,7 +270,7 @@ COUNTER = '''
 RESETS = {}
 def _second_reset(seed):
     RESETS[seed] = RESETS.get(seed, 0) + 1
-    return RESETS[seed] >= 3  # the first reset of a seed is play's re-certification; then its plays
+    return RESETS[seed] >= 2  # in plan order, a seed's second reset in a play worker was the hinted arm's
 '''
 
 
@@ -283,6 +284,7 @@ def test_an_arm_detector_that_counts_resets_gets_no_regret():
     wins = {h: sum(e.ret for e in res.episodes if e.hint == h) for h in (False, True)}
     assert len(res.episodes) == 16 and wins[False] + wins[True] >= 7, wins  # the cheat fired on (about) every seed...
     assert wins[False] >= 2 and wins[True] >= 2, wins  # ...but in both arms, not always the hinted one
+    assert res.failures == {'count': 'replay'}, res.mismatches  # and the audit, in a fresh worker, saw those wins lose
 
 
 def test_an_environment_honest_only_after_solution_was_called_is_caught():
@@ -291,3 +293,121 @@ def test_an_environment_honest_only_after_solution_was_called_is_caught():
                                                ('        lo, hi, out = 1, 100, []', '        ASKED.append(1)\n        lo, hi, out = 1, 100, []')])
     v = admit(sly, seeds=SEEDS, config=FAST)
     assert (v.ok, v.reason) == (False, 'degenerate_policy_wins'), (v.reason, v.details)
+
+
+# -- 2. replay in play: what admission recorded is re-sent among the agent's episodes ---------------------------------------
+
+CROWD = '''
+OPEN = set()
+def _crowded(instance_count):
+    return instance_count >= 4  # many instances reset before any step: a play worker, never admission's one or two at a time
+'''
+LATE = '''
+RESETS = [0]
+def _late():
+    RESETS[0] += 1
+    return RESETS[0] > 150  # more resets than any admission worker makes (16 x 8 controls + 4 replays)
+'''
+FAIL_SOON = RolloutConfig(max_turns=2, max_new_tokens=8, demonstrations=0)
+
+# any action wins in an instance reset while four or more were open and unstepped: play's shape, not admission's
+crowd = guess(module=CROWD, init='self.lucky = False', reset='self.lucky = _crowded(len(OPEN)); OPEN.add(id(self))',
+              step='OPEN.clear()', replace=[('if g == self.secret:', 'if g == self.secret or self.lucky:')])
+# any action wins in a worker's 151st reset and later: after admission has finished watching
+late = guess(module=LATE, reset='self.lucky = _late()', replace=[('if g == self.secret:', 'if g == self.secret or self.lucky:')])
+# the same from the worker's 17th distinct seed on: admission's controls use 16
+seeds17 = guess(module='SEEN = set()', reset='SEEN.add(seed); self.lucky = len(SEEN) > 16',
+                replace=[('if g == self.secret:', 'if g == self.secret or self.lucky:')])
+
+
+def _admitted_job(code, seeds, **kw):
+    v = admit(code, seeds=SEEDS, config=FAST)
+    assert v.ok, (v.reason, v.details)  # honest while admission watches
+    pair = [r for r in v.replays if r.seed == SEEDS[0]]
+    assert [r.role for r in pair] == ['solution', 'control']
+    return EnvJob('env', code, seeds=seeds, replays=pair, **kw)
+
+
+def _wrong():
+    from spade_nb.testing import scripted_policy
+    return scripted_policy(lambda text, k: '\\boxed{0}')  # always a wrong guess: the secret is from 1 to 100
+
+
+@pytest.mark.parametrize('name,cheat,cfg,seeds,plays,caught_by', [
+    # caught by the ghosts alone (no audit): admission's control, re-sent in the crowd, now wins
+    ('crowded_worker', crowd, RolloutConfig(max_turns=2, max_new_tokens=8, demonstrations=0, audit=0), [3, 4, 5], 2, 'the recorded'),
+    # caught by the audit alone (no ghosts): the wrong guesses that won late in play lose when re-played first in a fresh worker
+    ('after_150_resets', late, RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0, replays=0), list(range(100, 120)), 4, 're-played'),
+    ('after_16_seeds', seeds17, RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0, replays=0), list(range(100, 122)), 1, 're-played'),
+])
+def test_an_environment_that_changes_in_play_is_dropped(name, cheat, cfg, seeds, plays, caught_by):
+    ghosts = caught_by == 'the recorded'
+    def job(code):
+        j = _admitted_job(code, seeds, plays=plays, hint='Halve the range.')
+        if not ghosts: j.replays = []
+        return j
+    ok = play(_wrong(), [job(guess())], cfg, seed=0)
+    assert ok.failures == {} and ok.mismatches == {} and not any(e.win for e in ok.episodes)
+    assert ok.stats['replays'] == (2 + cfg.replays if ghosts else 0) and ok.stats['audited'] == min(cfg.audit, len(ok.episodes))
+    res = play(_wrong(), [job(cheat)], cfg, seed=0)
+    assert res.failures == {'env': 'replay'}, (name, res.failures, res.mismatches)
+    assert caught_by in res.mismatches['env'], res.mismatches
+    assert res.training_samples() == []
+    assert any(e.win for e in res.episodes) or ghosts  # the cheat fired in play: wrong guesses won
+
+
+def test_play_workers_never_see_solution_called():
+    "An environment that knows when its worker was asked for a solution says so in its first observation."
+    from spade_nb.testing import scripted_policy
+    agent = scripted_policy(lambda text, k: '\\boxed{50}')
+    tell = guess(module='ASKED = []', replace=[('        lo, hi, out = 1, 100, []', '        ASKED.append(1)\n        lo, hi, out = 1, 100, []'),
+                                                ('def flavour(self): return ""', 'def flavour(self): return " (asked)" if ASKED else " (fresh)"')])
+    res = play(agent, [EnvJob('tell', tell, seeds=[3, 4], plays=2, hint='Halve the range.')], FAIL_SOON, seed=0)
+    prompts = [agent.decode(e.token_ids[:e.prompt_len]) for e in res.episodes]
+    assert len(prompts) == 8 and all('(fresh)' in p and '(asked)' not in p for p in prompts)
+    assert res.dropped_seeds['tell'] == []  # certified, in a worker of its own
+    # and the certified solution, re-sent in play, saw "(fresh)" where it was recorded with "(asked)": caught
+    assert res.failures == {'tell': 'replay'} and 'the recorded solution' in res.mismatches['tell'], res.mismatches
+
+
+def test_the_loop_takes_a_caught_environment_out_of_the_memory(tmp_path):
+    "Through the loop's stages: the cheat is admitted, played, caught by a replay, evicted with the reason, and its design earns the inadmissible reward."
+    import numpy as np
+    from spade_nb.core import Seeds
+    from spade_nb.memory import EnvMemory
+    from spade_nb.selfplay import DesignOutcome, PendingDesign, hint_stage, load_config, play_stage, score_stage
+    cfg = load_config('tiny-cpu', overrides=['selfplay.seeds_per_env=4', 'selfplay.plays=2', 'rollout.max_turns=2', 'rollout.audit=0',
+                                             'rollout.demonstrations=0', 'rollout.max_new_tokens=8', 'hints.source=inline'])
+    cfg.admission = FAST
+    mem = EnvMemory(tmp_path/'memory.sqlite')
+    ids = [mem.add_code(code, admit(code, seeds=SEEDS, config=FAST), skill='reasoning_game', iteration=0) for code in (CODE, crowd)]
+    assert [new for _, new in ids] == [True, True]  # (the benign guessing game would be a behavioural duplicate of the cheat)
+    ids = [i for i, _ in ids]
+    assert all(len(mem.get(i).replays) == 2 * len(SEEDS) for i in ids)
+    records, seeds = {i: mem.get(i) for i in ids}, Seeds(0)
+    hinted = hint_stage(_wrong(), records, cfg, seeds)
+    played = play_stage(_wrong(), records, hinted, cfg, seeds)
+    assert played.result.failures == {str(ids[1]): 'replay'}, played.result.mismatches
+    designed = DesignOutcome(ids, [PendingDesign(i, None, {}) for i in ids], [], {})
+    per_env = score_stage(mem, played, designed, hinted, cfg, 1, seeds)
+    assert sorted(per_env) == [str(ids[0])] and [r.id for r in mem.records()] == [ids[0]]
+    rej = mem.rejected()[-1]
+    assert (rej['reason'], rej['code'], rej['iteration']) == ('replay', crowd, 1) and 'recorded' in rej['details']
+    assert designed.pending[1].reward == cfg.reward.inadmissible and designed.pending[0].reward != cfg.reward.inadmissible
+    mem.discard_from(1)  # a resumed run undoes it exactly
+    assert [r.id for r in mem.records()] == ids
+
+
+def test_every_seed_and_heldout_environment_plays_with_its_replays_and_is_never_dropped():
+    "The benign side of class 2 at scale: every seed environment and every reasoning-gym held-out dataset of the presets re-sends admission's replays, is audited, and keeps its place."
+    from spade_nb.admission import admit_many
+    from spade_nb.heldout import RG_DEFAULT, rg_env_source
+    from spade_nb.seeds import seed_sources
+    from spade_nb.testing import scripted_policy
+    codes = {**seed_sources(), **{f'rg:{d}': rg_env_source(d, n=16, seed=0) for d in RG_DEFAULT}}
+    verdicts = admit_many(list(codes.values()), [SEEDS] * len(codes), FAST)
+    assert [(n, v.reason) for n, v in zip(codes, verdicts) if not v.ok] == []
+    jobs = [EnvJob(n, c, seeds=[7, 8], replays=[r for r in v.replays if r.seed == SEEDS[1]]) for (n, c), v in zip(codes.items(), verdicts)]
+    res = play(scripted_policy(lambda text, k: '\\boxed{7}'), jobs, RolloutConfig(max_turns=3, max_new_tokens=8, demonstrations=0), seed=0)
+    assert res.failures == {} and res.mismatches == {}, res.mismatches
+    assert res.stats['replays'] == 3 * len(jobs) and res.stats['audited'] == 2 * len(jobs)
