@@ -189,6 +189,7 @@ def _plain(v):
 @dataclass
 class Config:
     "Base for every typed config: checked types, known keys only, YAML in and out, `validate()` hook."
+    _moved: typing.ClassVar[dict[str, str]] = {}  # keys that moved or went away -> the error that says where or why
 
     def __post_init__(self):
         hints = typing.get_type_hints(type(self))
@@ -214,6 +215,7 @@ class Config:
             raise ConfigError('', f"{cls.__name__} expects a mapping, got {type(d).__name__}")
         known = cls.keys()
         for k in d:
+            if k in cls._moved: raise ConfigError(str(k), cls._moved[k])
             if k not in known:
                 near = difflib.get_close_matches(str(k), known, n=1)
                 hint = f"; did you mean {near[0]!r}?" if near else f"; known keys: {', '.join(known)}"
@@ -252,11 +254,12 @@ class Config:
             key = key.strip()
             if not sep or not key: raise ConfigError(key, f"expected key=value, got {a!r}")
             *parents, leaf = key.split('.')
-            node = d
+            node, cls = d, type(self)
             for i, p in enumerate(parents):
                 if not isinstance(node.get(p), dict):
                     raise ConfigError('.'.join(parents[:i + 1]), f"is not a config section, cannot set {key!r}")
-                node = node[p]
+                node, cls = node[p], typing.get_type_hints(cls).get(p) if isinstance(cls, type) else None
+            if isinstance(cls, type) and issubclass(cls, Config) and leaf in cls._moved: raise ConfigError(key, cls._moved[leaf])
             if leaf not in node:
                 near = difflib.get_close_matches(leaf, list(node), n=1)
                 raise ConfigError(key, "unknown key" + (f"; did you mean {'.'.join(parents + near)!r}?" if near else ''))

@@ -38,8 +38,7 @@ class DesignerConfig(Config):
     n_positive: int = 2  # exemplars per prompt, as in the reference
     n_negative: int = 1
     repair_turns: int = 0  # tries that feed admission's reason back
-    use_corpus: bool = True  # ablation: no grounding document
-    use_memory: bool = True  # ablation: no exemplars, no edit mode
+    _moved = {'use_corpus': 'moved: the ablation is selfplay.use_corpus', 'use_memory': 'moved: the ablation is selfplay.use_memory'}
 
     def validate(self):
         for s in self.skills: self.check('skills', s in SKILLS, f'unknown skill {s!r}; known: {", ".join(SKILLS)}')

@@ -22,7 +22,8 @@ class HintConfig(Config):
     temperature: float = 0.7
     max_chars: int = 600  # longer hints are cut
     code_chars: int = 6000  # the environment source shown to the writer is cut to this
-    train_on_hints: bool = False  # see the notebook: off by default on purpose
+    _moved = {'train_on_hints': 'removed: hint-writing completions are never trained (see spade_nb.hints: a writer graded by the '
+                                'designer\'s regret would learn to inflate it)'}
 
 @dataclass
 class Hint:

@@ -137,7 +137,7 @@ CREATE INDEX IF NOT EXISTS envs_struct ON envs(structural_fp);
 CREATE INDEX IF NOT EXISTS envs_behav ON envs(behavioural_fp);
 CREATE INDEX IF NOT EXISTS envs_iter ON envs(iteration);
 CREATE TABLE IF NOT EXISTS scores (env_id INTEGER, iteration INTEGER, plays INTEGER, regret REAL, regret_lo REAL, regret_hi REAL,
-                                   win_rate_hint REAL, win_rate_nohint REAL);
+                                   win_rate_hint REAL, win_rate_nohint REAL, note TEXT);
 CREATE INDEX IF NOT EXISTS scores_env ON scores(env_id, iteration);
 CREATE TABLE IF NOT EXISTS lsh (band INTEGER, hash TEXT, env_id INTEGER);
 CREATE INDEX IF NOT EXISTS lsh_key ON lsh(band, hash);
@@ -165,6 +165,8 @@ class EnvMemory:
                     self.db.execute('ALTER TABLE envs ADD COLUMN admission_version INTEGER DEFAULT 1')
                 if 'replays' not in cols:  # written before replays were recorded (version 3 re-admits those records)
                     self.db.execute('ALTER TABLE envs ADD COLUMN replays TEXT')
+                if 'note' not in {r[1] for r in self.db.execute('PRAGMA table_info(scores)')}:  # why an iteration measured nothing
+                    self.db.execute('ALTER TABLE scores ADD COLUMN note TEXT')
             self.db.execute('PRAGMA journal_mode=WAL')
             self.db.execute('PRAGMA synchronous=NORMAL')  # in WAL mode: durable against a killed process
             with self.db: self.db.executescript(_SCHEMA) if not existed else None
@@ -208,7 +210,7 @@ class EnvMemory:
         return [self._record(r) for r in self.db.execute(f'SELECT id, {", ".join(_COLS)} FROM envs {where} ORDER BY id')]
 
     def history(self, env_id: int) -> list[dict]:
-        cols = ['iteration', 'plays', *_SCORE_KEYS]
+        cols = ['iteration', 'plays', *_SCORE_KEYS, 'note']
         return [dict(zip(cols, r)) for r in self.db.execute(f'SELECT {", ".join(cols)} FROM scores WHERE env_id = ? ORDER BY iteration', (env_id,))]
 
     def rejected(self) -> list[dict]:
@@ -315,13 +317,14 @@ class EnvMemory:
         self.db.execute('DELETE FROM meta WHERE key = ?', (f'minhash:{env_id}',))
 
     def update_scores(self, env_id: int, *, iteration: int, plays: int, regret: float | None = None, regret_lo: float | None = None,
-                      regret_hi: float | None = None, win_rate_hint: float | None = None, win_rate_nohint: float | None = None):
-        "Record one iteration's scores for an environment (appended to its history; the record shows the latest)."
+                      regret_hi: float | None = None, win_rate_hint: float | None = None, win_rate_nohint: float | None = None,
+                      note: str | None = None):
+        "Record one iteration's scores (appended to the history); the record keeps each score's last measured value, and `note` says why one is missing."
         s = dict(regret=regret, regret_lo=regret_lo, regret_hi=regret_hi, win_rate_hint=win_rate_hint, win_rate_nohint=win_rate_nohint)
         with self._tx():
-            self.db.execute(f'INSERT INTO scores VALUES (?, ?, ?, {", ".join("?" * len(_SCORE_KEYS))})',
-                            (env_id, iteration, plays, *[s[k] for k in _SCORE_KEYS]))
-            self.db.execute(f'UPDATE envs SET last_played = ?, plays = plays + ?, {", ".join(f"{k} = ?" for k in _SCORE_KEYS)} WHERE id = ?',
+            self.db.execute(f'INSERT INTO scores (env_id, iteration, plays, {", ".join(_SCORE_KEYS)}, note) VALUES (?, ?, ?, {", ".join("?" * len(_SCORE_KEYS))}, ?)',
+                            (env_id, iteration, plays, *[s[k] for k in _SCORE_KEYS], note))
+            self.db.execute(f'UPDATE envs SET last_played = ?, plays = plays + ?, {", ".join(f"{k} = COALESCE(?, {k})" for k in _SCORE_KEYS)} WHERE id = ?',
                             (iteration, plays, *[s[k] for k in _SCORE_KEYS], env_id))
         self._cache = None
 
@@ -356,9 +359,9 @@ class EnvMemory:
             for (env_id,) in self.db.execute('SELECT id FROM envs').fetchall():  # restore the summaries from the history
                 rows = self.db.execute(f'SELECT iteration, plays, {", ".join(_SCORE_KEYS)} FROM scores WHERE env_id = ? ORDER BY iteration, rowid',
                                        (env_id,)).fetchall()
-                last = rows[-1] if rows else (None, 0) + (None,) * len(_SCORE_KEYS)
+                kept = [next((r[2 + j] for r in reversed(rows) if r[2 + j] is not None), None) for j in range(len(_SCORE_KEYS))]
                 self.db.execute(f'UPDATE envs SET last_played = ?, plays = ?, {", ".join(f"{k} = ?" for k in _SCORE_KEYS)} WHERE id = ?',
-                                (last[0], sum(r[1] for r in rows), *last[2:], env_id))
+                                (rows[-1][0] if rows else None, sum(r[1] for r in rows), *kept, env_id))
         self._recount()
 
     # -- selection ------------------------------------------------------------------------------------------
@@ -394,15 +397,16 @@ class EnvMemory:
         return self._cache
 
     def sample_replay(self, n: int, rng: np.random.Generator, *, iteration: int, beta: float = 0.3, rho: float = 0.3,
-                      kind: str | None = None, replace: bool = True) -> list[int]:
-        "Ids of `n` environments to replay: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, normalised (distinct with `replace=False`)."
+                      kind: str | None = None, replace: bool = True, exclude: Sequence[int] = ()) -> list[int]:
+        "Ids of `n` environments to replay, none of `exclude`: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, normalised (distinct with `replace=False`)."
         ids, ranks, last, memo = self._arrays()
         if len(ids) == 0: return []
         if beta not in memo: memo[beta] = ranks ** (-1.0 / beta)
         ps = memo[beta] / memo[beta].sum()
         stale = np.maximum(iteration - last, 0.0)
         pc = stale / stale.sum() if stale.sum() > 0 else np.full(len(ids), 1.0 / len(ids))
-        p = (1 - rho) * ps + rho * pc
+        p = ((1 - rho) * ps + rho * pc) * ~np.isin(ids, np.asarray(list(exclude), dtype=np.int64))
+        if p.sum() <= 0: return []
         if not replace: n = min(n, int((p > 0).sum()))
         return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p / p.sum())]
 

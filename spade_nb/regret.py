@@ -5,6 +5,7 @@
 # %% ../nbs/14_regret.ipynb #f9b09f9a
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -13,13 +14,13 @@ import numpy as np
 from .core import Config, is_win
 
 # %% auto #0
-__all__ = ['RegretEstimate', 'estimate_regret', 'plateau', 'blend_reward', 'regret_reward', 'learnability_reward',
-           'solve_rate_reward', 'RewardConfig', 'designer_reward', 'env_metrics']
+__all__ = ['FAILURES', 'RegretEstimate', 't_quantile', 'estimate_regret', 'plateau', 'blend_reward', 'regret_reward',
+           'learnability_reward', 'solve_rate_reward', 'RewardConfig', 'designer_reward', 'env_metrics']
 
-# %% ../nbs/14_regret.ipynb #59ac29f8
+# %% ../nbs/14_regret.ipynb #51fcb742
 @dataclass
 class RegretEstimate:
-    "Regret (hinted minus plain mean return) with a bootstrap interval over `n` seeds (or plays, unpaired)."
+    "Regret (hinted minus plain mean return) with a confidence interval over `n` seeds (or plays, unpaired)."
     mean: float
     lo: float
     hi: float
@@ -34,25 +35,100 @@ class RegretEstimate:
     @property
     def covers_zero(self) -> bool: return self.lo <= 0 <= self.hi
 
+# %% ../nbs/14_regret.ipynb #a391a1da
+def _betacf(a: float, b: float, x: float) -> float:
+    "The continued fraction of the regularized incomplete beta function (modified Lentz)."
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny); h = d
+    for m in range(1, 400):
+        for aa in (m * (b - m) * x / ((qam + 2 * m) * (a + 2 * m)), -(a + m) * (qab + m) * x / ((a + 2 * m) * (qap + 2 * m))):
+            d = 1.0 + aa * d; d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c; c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15: break
+    return h
+
+def _betainc(a: float, b: float, x: float) -> float:
+    "I_x(a, b), the regularized incomplete beta function."
+    if x <= 0: return 0.0
+    if x >= 1: return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    return front * _betacf(a, b, x) / a if x < (a + 1) / (a + b + 2) else 1.0 - front * _betacf(b, a, 1 - x) / b
+
+def t_quantile(q: float, df: float) -> float:
+    "The `q` quantile of Student's t with `df` degrees of freedom."
+    if not 0 < q < 1 or df <= 0: raise ValueError(f't_quantile: need 0 < q < 1 and df > 0, got q={q}, df={df}')
+    def cdf(t):
+        tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
+        return 1 - tail if t > 0 else tail
+    lo, hi = -1e4, 1e4
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < q else (lo, mid)
+    return (lo + hi) / 2
+
+# %% ../nbs/14_regret.ipynb #5f594c16
+def _by_seed(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    "Each seed's mean return and play count, in first-seen order."
+    keys = list(dict.fromkeys(g.tolist()))
+    counts = np.array([(g == k).sum() for k in keys], dtype=float)
+    return np.array([x[g == k].sum() for k in keys]) / counts, counts
+
+def _sampling_var(means: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    "Each seed's mean's sampling variance, from its Jeffreys-smoothed rate (an upper bound for returns in [0, 1] that are not wins)."
+    p = (means * counts + 0.5) / (counts + 1)
+    return p * (1 - p) / counts
+
+def _t_interval(mean: float, var: float, df: float, level: float) -> tuple[float, float]:
+    if df <= 0 or not np.isfinite(df): return -1.0, 1.0
+    half = t_quantile(1 - (1 - level) / 2, df) * math.sqrt(var)
+    return max(-1.0, mean - half), min(1.0, mean + half)
+
+# %% ../nbs/14_regret.ipynb #e1fd5f47
 def estimate_regret(hint_returns: Sequence[float], nohint_returns: Sequence[float], *, paired: bool = True,
-                    groups: Sequence | None = None, seed: int = 0, level: float = 0.9, n_boot: int = 2000) -> RegretEstimate:
-    "Regret with a seeded percentile-bootstrap interval; paired mode resamples seeds with all their plays."
+                    groups: Sequence | None = None, seed: int = 0, level: float = 0.9, n_boot: int = 2000,
+                    method: Literal['t', 'bootstrap'] = 't') -> RegretEstimate:
+    "Regret over seeds with a guarded Student-t interval (`method='bootstrap'`: the seeded percentile bootstrap, `n_boot` resamples)."
     h, p = np.asarray(hint_returns, dtype=float), np.asarray(nohint_returns, dtype=float)
     if len(h) == 0 or len(p) == 0: raise ValueError('both arms need at least one return')
+    if method not in ('t', 'bootstrap'): raise ValueError(f"method must be 't' or 'bootstrap', got {method!r}")
+    if method == 'bootstrap': return _bootstrap_regret(h, p, paired=paired, groups=groups, seed=seed, level=level, n_boot=n_boot)
+    if not paired:  # independent arms: by seed when `groups` = (hint seeds, plain seeds), else by play
+        gh, gp = groups if groups is not None else (np.arange(len(h)), np.arange(len(p)))
+        (mh, ch), (mp, cp) = _by_seed(h, np.asarray(gh)), _by_seed(p, np.asarray(gp))
+        vh = max(mh.var(ddof=1) if len(mh) > 1 else 0.0, _sampling_var(mh, ch).mean()) / len(mh)
+        vp = max(mp.var(ddof=1) if len(mp) > 1 else 0.0, _sampling_var(mp, cp).mean()) / len(mp)
+        df = (vh + vp) ** 2 / (vh ** 2 / (len(mh) - 1) + vp ** 2 / (len(mp) - 1)) if min(len(mh), len(mp)) > 1 else 0.0
+        lo, hi = _t_interval(float(mh.mean() - mp.mean()), vh + vp, df, level)
+        return RegretEstimate(float(mh.mean() - mp.mean()), lo, hi, len(h) + len(p), float(h.mean()), float(p.mean()), False)
+    g = _paired_groups(h, p, groups)
+    (mh, ch), (mp, cp) = _by_seed(h, g), _by_seed(p, g)
+    d, n = mh - mp, len(mh)
+    var = max(d.var(ddof=1) if n > 1 else 0.0, float((_sampling_var(mh, ch) + _sampling_var(mp, cp)).mean()))
+    lo, hi = _t_interval(float(d.mean()), var / n, n - 1, level)
+    return RegretEstimate(float(d.mean()), lo, hi, n, float(h.mean()), float(p.mean()), True)
+
+def _paired_groups(h, p, groups) -> np.ndarray:
+    if len(h) != len(p): raise ValueError(f'paired arms need equal lengths, got {len(h)} hinted and {len(p)} plain returns')
+    g = np.arange(len(h)) if groups is None else np.asarray(groups)
+    if len(g) != len(h): raise ValueError(f'groups has {len(g)} entries for {len(h)} returns')
+    return g
+
+# %% ../nbs/14_regret.ipynb #dc607db6
+def _bootstrap_regret(h, p, *, paired, groups, seed, level, n_boot) -> RegretEstimate:
+    "The percentile bootstrap (paired: seeds resampled with all their plays); too narrow at few seeds, kept for comparison."
     rng, a = np.random.default_rng(seed), (1 - level) / 2
-    if not paired:  # each arm resampled on its own: by seed when `groups` = (hint seeds, plain seeds), else by play
+    if not paired:
         gh, gp = groups if groups is not None else (np.arange(len(h)), np.arange(len(p)))
         boots = _cluster_boot(h, np.asarray(gh), rng, n_boot) - _cluster_boot(p, np.asarray(gp), rng, n_boot)
         lo, hi = np.quantile(boots, [a, 1 - a])
         return RegretEstimate(float(h.mean() - p.mean()), float(lo), float(hi), len(h) + len(p), float(h.mean()), float(p.mean()), False)
-    if len(h) != len(p): raise ValueError(f'paired arms need equal lengths, got {len(h)} hinted and {len(p)} plain returns')
-    g = np.arange(len(h)) if groups is None else np.asarray(groups)
-    if len(g) != len(h): raise ValueError(f'groups has {len(g)} entries for {len(h)} returns')
-    keys = list(dict.fromkeys(g.tolist()))
-    diffs = np.array([h[g == k].mean() - p[g == k].mean() for k in keys])  # one difference per seed
-    boots = diffs[rng.integers(0, len(diffs), (n_boot, len(diffs)))].mean(1)
+    g = _paired_groups(h, p, groups)
+    d = _by_seed(h, g)[0] - _by_seed(p, g)[0]
+    boots = d[rng.integers(0, len(d), (n_boot, len(d)))].mean(1)
     lo, hi = np.quantile(boots, [a, 1 - a])
-    return RegretEstimate(float(diffs.mean()), float(lo), float(hi), len(diffs), float(h.mean()), float(p.mean()), True)
+    return RegretEstimate(float(d.mean()), float(lo), float(hi), len(d), float(h.mean()), float(p.mean()), True)
 
 # %% ../nbs/14_regret.ipynb #4e35a2d4
 def _cluster_boot(x: np.ndarray, g: np.ndarray, rng, n_boot: int) -> np.ndarray:
@@ -69,9 +145,10 @@ def plateau(p: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> f
     d = lo - p if p < lo else p - hi
     return max(0.0, 1.0 - d / ramp)
 
-def blend_reward(regret: float, win_rate: float, *, scale: float = 0.15, w_regret: float = 0.4) -> float:
+def blend_reward(regret: float, win_rate: float, *, scale: float = 0.15, w_regret: float = 0.4, lo: float = 0.4, hi: float = 0.6,
+                 ramp: float = 0.25) -> float:
     "The reference's default: 0.4 x clip(regret / 0.15, 0, 1) + 0.6 x plateau(no-hint win rate)."
-    return w_regret * float(np.clip(regret / scale, 0, 1)) + (1 - w_regret) * plateau(win_rate)
+    return w_regret * float(np.clip(regret / scale, 0, 1)) + (1 - w_regret) * plateau(win_rate, lo, hi, ramp)
 
 def regret_reward(est: RegretEstimate, *, uncertain_factor: float = 1.0) -> float:
     "max(0, regret), multiplied by `uncertain_factor` when the interval covers 0."
@@ -82,33 +159,58 @@ def learnability_reward(win_rate: float) -> float:
     "p (1 - p): largest for environments the agent wins half the time."
     return win_rate * (1 - win_rate)
 
-def solve_rate_reward(win_rate: float) -> float: return plateau(win_rate)
+def solve_rate_reward(win_rate: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> float: return plateau(win_rate, lo, hi, ramp)
 
-# %% ../nbs/14_regret.ipynb #0f919b3a
+# %% ../nbs/14_regret.ipynb #538ef7a3
 @dataclass
 class RewardConfig(Config):
-    "Which designer reward, and the penalties."
+    "Which designer reward, its shape, and the penalties."
     variant: Literal['blend', 'regret', 'learnability', 'solve_rate'] = 'blend'
     regret_scale: float = 0.15
+    blend_regret_weight: float = 0.4  # 'blend': weight of clip(regret / regret_scale, 0, 1); the plateau gets the rest
+    plateau_lo: float = 0.4  # 'blend', 'solve_rate': the no-hint win rates that score 1 ...
+    plateau_hi: float = 0.6
+    plateau_ramp: float = 0.25  # ... falling linearly to 0 over this much on each side
     uncertain_factor: float = 1.0  # for 'regret': multiply when the interval covers 0
-    inadmissible: float = -1.0  # a design that admission rejected (or that did not parse)
+    inadmissible: float = -1.0  # a design that admission rejected (or that did not parse), or that play caught cheating
+    duplicate: float = -0.5  # a design the memory already holds (never another environment's score)
     timeout: float = -0.5  # an admitted environment whose step timed out while the agent played (as in the reference)
+    crash: float = -0.5  # ... whose worker crashed or raised
+    memory: float = -0.5  # ... that ran out of its memory limit
+    forbidden_syscall: float = -1.0  # ... that the system-call filter killed
+    output_too_large: float = -0.5  # ... that returned an observation past its cap
+    contract: float = -0.5  # ... that broke the contract in play (a prompt that cannot be rendered, a bad return)
     level: float = 0.9  # confidence level of the regret interval
-    n_boot: int = 2000
+    interval: Literal['t', 'bootstrap'] = 't'  # the guarded Student-t interval, or the (too narrow) percentile bootstrap
+    n_boot: int = 2000  # bootstrap resamples (interval: bootstrap)
 
+    def validate(self):
+        self.check('plateau_lo', 0 <= self.plateau_lo <= self.plateau_hi <= 1, 'need 0 <= plateau_lo <= plateau_hi <= 1')
+        self.check('plateau_ramp', self.plateau_ramp > 0, 'must be positive')
+        self.check('blend_regret_weight', 0 <= self.blend_regret_weight <= 1, 'must be in [0, 1]')
+        self.check('regret_scale', self.regret_scale > 0, 'must be positive')
+        self.check('level', 0 < self.level < 1, 'must be in (0, 1)')
+
+FAILURES = ('timeout', 'crash', 'memory', 'forbidden_syscall', 'output_too_large', 'contract')  # play's failure reasons with a penalty
+
+# %% ../nbs/14_regret.ipynb #787c1d92
 def designer_reward(cfg: RewardConfig, est: RegretEstimate | None, win_rate_nohint: float | None, *, admitted: bool = True,
-                    timed_out: bool = False, hint_leaked: bool = False) -> float | None:
-    "The designer's reward for one environment; None when a leaked hint voids its regret (no training signal)."
+                    timed_out: bool = False, hint_leaked: bool = False, failure: str | None = None) -> float | None:
+    "The designer's reward for one environment; None when what its variant needs was not measured."
     if not admitted: return cfg.inadmissible
-    if timed_out: return cfg.timeout
-    if hint_leaked or est is None or win_rate_nohint is None: return None
-    if cfg.variant == 'blend': return blend_reward(est.mean, win_rate_nohint, scale=cfg.regret_scale)
-    if cfg.variant == 'regret': return regret_reward(est, uncertain_factor=cfg.uncertain_factor)
+    failure = 'timeout' if timed_out and failure is None else failure
+    if failure is not None: return getattr(cfg, failure) if failure in FAILURES else cfg.crash
+    if win_rate_nohint is None: return None
+    band = dict(lo=cfg.plateau_lo, hi=cfg.plateau_hi, ramp=cfg.plateau_ramp)
     if cfg.variant == 'learnability': return learnability_reward(win_rate_nohint)
-    return solve_rate_reward(win_rate_nohint)
+    if cfg.variant == 'solve_rate': return solve_rate_reward(win_rate_nohint, **band)
+    if hint_leaked or est is None: return None
+    if cfg.variant == 'blend': return blend_reward(est.mean, win_rate_nohint, scale=cfg.regret_scale, w_regret=cfg.blend_regret_weight, **band)
+    return regret_reward(est, uncertain_factor=cfg.uncertain_factor)
 
-# %% ../nbs/14_regret.ipynb #c1a05624
-def env_metrics(episodes, *, paired: bool = True, seed: int = 0, level: float = 0.9, n_boot: int = 2000) -> dict[str, dict]:
+# %% ../nbs/14_regret.ipynb #14450ef1
+def env_metrics(episodes, *, paired: bool = True, seed: int = 0, level: float = 0.9, n_boot: int = 2000,
+                method: Literal['t', 'bootstrap'] = 't') -> dict[str, dict]:
     "For each environment in `episodes` (rollout `Episode`s): R_hint, R_no_hint, regret and interval, win rates, turns, parse failures."
     out = {}
     for env_id in dict.fromkeys(e.env_id for e in episodes):
@@ -119,9 +221,10 @@ def env_metrics(episodes, *, paired: bool = True, seed: int = 0, level: float = 
              'win_rate_nohint': _mean([float(e.win) for e in plain]), 'win_rate_hint': _mean([float(e.win) for e in hinted]),
              'turns': _mean([e.turns for e in eps]), 'parse_failure_rate': sum(e.parse_failures for e in eps) / max(1, sum(e.turns for e in eps)),
              'zero_variance': len({e.ret for e in plain}) <= 1, 'regret': None, 'regret_lo': None, 'regret_hi': None}
-        if plain and hinted and len(plain) == len(hinted):
-            est = estimate_regret([e.ret for e in hinted], [e.ret for e in plain], paired=paired,
-                                  groups=[e.seed for e in plain], seed=seed, level=level, n_boot=n_boot)
+        if plain and hinted and (len(plain) == len(hinted) or not paired):
+            groups = [e.seed for e in plain] if paired else ([e.seed for e in hinted], [e.seed for e in plain])
+            est = estimate_regret([e.ret for e in hinted], [e.ret for e in plain], paired=paired, groups=groups, seed=seed,
+                                  level=level, n_boot=n_boot, method=method)
             m.update(regret=est.mean, regret_lo=est.lo, regret_hi=est.hi, estimate=est)
         out[env_id] = m
     return out

@@ -20,7 +20,7 @@ import numpy as np
 
 from .admission import ADMISSION_VERSION, AdmissionConfig, Replay, admit_many, joined_numbers, normalize_tokens
 from .core import Config, ConfigError, Sample, Seeds
-from .designer import DesignerConfig, build_prompt, design
+from .designer import DesignerConfig, _ok, _why, build_prompt, design, repair_prompt
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout, evaluate_heldout, open_heldout
 from .hints import HintConfig, write_hints
 from .llm import LLMConfig
@@ -32,9 +32,9 @@ from .trainer import TrainerConfig
 # %% auto #0
 __all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config',
            'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationMetrics', 'PendingDesign', 'DesignOutcome',
-           'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome', 'play_stage',
-           'episode_rows', 'score_stage', 'UpdateOutcome', 'agent_sample', 'update_stage', 'memory_diversity',
-           'summarise', 'RunParts', 'open_run', 'readmit_stale', 'SelfPlay', 'plot_run', 'Run']
+           'write_designs', 'admit_designs', 'repair_designs', 'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome',
+           'play_stage', 'episode_rows', 'score_stage', 'UpdateOutcome', 'agent_sample', 'update_stage',
+           'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -250,6 +250,8 @@ class IterationMetrics:
     win_rate_by_skill: dict | None = None  # plain win rate by skill
     hints_rejected: int | None = None  # hints the leak auditor rejected
     replay_dropped: int | None = None  # environments taken out of the memory because a replay or an audited episode differed in play
+    repairs: int | None = None  # repair attempts made (`designer.repair_turns`: a failed design is shown admission's reason; never trained)
+    repairs_admitted: int | None = None  # repairs that admission accepted as new environments
     win_rate_heldout: float | None = None  # held-out win rate without hints (evaluation iterations; else null)
     heldout_lo: float | None = None  # its 90% Wilson interval, low
     heldout_hi: float | None = None  # its interval, high
@@ -334,13 +336,15 @@ def write_designs(policy, memory: EnvMemory, corpus, cfg: RunConfig, seeds: Seed
     return design(policy, prompts, dcfg, seed=seeds.int_seed('designer') % 2**31)
 
 # %% ../nbs/16_selfplay.ipynb #a8be2148
-def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEnv], cfg: RunConfig, it: int, seeds: Seeds) -> DesignOutcome:
-    "Admit `designs` (`admission.parallel` at once); admitted ones enter `memory` (side effect), rejected ones are recorded there."
+def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEnv], cfg: RunConfig, it: int, seeds: Seeds,
+                  policy=None) -> DesignOutcome:
+    "Admit `designs` (`admission.parallel` at once), repairing failures when `policy` is given; admitted ones enter `memory` (side effect), rejected ones are recorded there."
     arng = seeds.numpy('admission')
     aseeds = [[int(x) for x in arng.integers(0, 2**31, cfg.admission.n_seeds)] for _ in designs]
     verdicts = admit_many([d.code or None for d in designs], aseeds, cfg.admission)
+    if policy is not None and cfg.designer.repair_turns: designs, verdicts = repair_designs(policy, designs, verdicts, cfg, seeds, arng)
     new_envs, pending, rows, reasons = [], [], [], {}
-    structs, behavs, dups, near, refused, built, mismatch = set(), set(), 0, 0, 0, {}, 0
+    structs, behavs, dups, near, refused, built, mismatch, repaired = set(), set(), 0, 0, 0, {}, 0, 0
     for k, (d, v) in enumerate(zip(designs, verdicts)):
         reason, env_id = v.reason if v is not None else 'parse', None
         if v is not None and v.ok:
@@ -351,27 +355,45 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
                 structs.add(sfp); behavs.add(v.fingerprint); built[_skill(v.kind)] = built.get(_skill(v.kind), 0) + 1
                 mismatch += _skill(v.kind) != d.prompt.skill
                 if is_new:
-                    new_envs.append(env_id)
+                    new_envs.append(env_id); repaired += d.attempt > 0
                     near += memory.get(env_id).near_duplicate_of is not None
-                else: dups += 1
+                else: dups += 1; reason = 'duplicate'  # never another environment's score: its own penalty
         elif v is not None:
             memory.add_code(d.code, v, skill=_skill(v.kind) if v.kind else d.prompt.skill, provenance=d.provenance, iteration=it)
         reasons[reason] = reasons.get(reason, 0) + 1
-        rows.append({'design': k, 'skill': d.prompt.skill, 'mode': d.prompt.mode, 'reason': reason, 'details': v.details if v else d.parsed.reason,
+        rows.append({'design': k, 'attempt': d.attempt, 'skill': d.prompt.skill, 'mode': d.prompt.mode, 'reason': reason, 'details': v.details if v else d.parsed.reason,
                      'provenance': d.provenance, 'env_id': env_id, 'code': d.code, 'reply': d.completion.text})
-        reward = None if env_id is not None else cfg.reward.inadmissible + cfg.selfplay.progress_bonus * _progress(reason, v.details if v else '', d.code)
+        reward = (cfg.reward.duplicate if reason == 'duplicate' else None) if env_id is not None else \
+                 cfg.reward.inadmissible + cfg.selfplay.progress_bonus * _progress(reason, v.details if v else '', d.code)
         if d.attempt == 0:  # training uses first attempts only
             ids = d.prompt.ids + d.completion.token_ids
             pending.append(PendingDesign(env_id, reward, dict(
                 token_ids=ids, loss_mask=[0] * len(d.prompt.ids) + [1] * len(d.completion.token_ids),
                 logprobs=[0.0] * len(d.prompt.ids) + d.completion.logprobs, role='designer', reward=0.0, group=d.prompt.skill,
                 env_id=str(env_id), episode_id=f'design-{it}-{len(pending)}', adapter_version=d.completion.adapter_version)))
-    ok = sum(r['env_id'] is not None for r in rows)
-    counts = dict(designs=len(designs), admitted=len(new_envs), duplicates=dups, validity_rate=ok / max(1, len(designs)),
-                  rejected_by_reason={k: v for k, v in reasons.items() if k != 'ok'}, heldout_refused=refused, near_duplicates=near,
+    firsts, ok = sum(d.attempt == 0 for d in designs), sum(r['env_id'] is not None for r in rows if r['attempt'] == 0)
+    counts = dict(designs=firsts, admitted=len(new_envs), duplicates=dups, validity_rate=ok / max(1, firsts),
+                  repairs=len(designs) - firsts, repairs_admitted=repaired,
+                  rejected_by_reason={k: v for k, v in reasons.items() if k not in ('ok', 'duplicate')}, heldout_refused=refused, near_duplicates=near,
                   distinct_structural=len(structs), distinct_behavioural=len(behavs), near_duplicate_share=near / max(1, len(new_envs)),
                   skill_mix=built, skill_mismatch=mismatch, skills_requested={s: sum(d.prompt.skill == s for d in designs) for s in cfg.designer.skills})
     return DesignOutcome(new_envs, pending, rows, counts, tokens=sum(len(d.completion.token_ids) for d in designs))
+
+# %% ../nbs/16_selfplay.ipynb #173f08d7
+def repair_designs(policy, designs: list, verdicts: list, cfg: RunConfig, seeds: Seeds, arng) -> tuple[list, list]:
+    "`designs` and `verdicts` with up to `designer.repair_turns` rounds of repairs appended (`Design.attempt` counts them)."
+    designs, verdicts, last = list(designs), list(verdicts), list(range(len(designs)))  # each chain's latest attempt
+    for turn in range(1, cfg.designer.repair_turns + 1):
+        todo = [j for j, k in enumerate(last) if not _ok(verdicts[k])
+                and len(designs[k].prompt.ids) + len(designs[k].completion.token_ids) + cfg.designer.max_new_tokens < policy.max_context]
+        if not todo: break
+        reps = design(policy, [repair_prompt(policy, designs[last[j]], *_why((designs[last[j]], verdicts[last[j]]))) for j in todo],
+                      cfg.designer, seed=seeds.int_seed(f'repair-{turn}') % 2**31)
+        vs = admit_many([d.code or None for d in reps], [[int(x) for x in arng.integers(0, 2**31, cfg.admission.n_seeds)] for _ in reps], cfg.admission)
+        for j, d, v in zip(todo, reps, vs):
+            d.attempt, last[j] = turn, len(designs)
+            designs.append(d); verdicts.append(v)
+    return designs, verdicts
 
 # %% ../nbs/16_selfplay.ipynb #d94caff9
 @dataclass
@@ -444,24 +466,32 @@ def episode_rows(played: PlayOutcome, policy) -> list[dict]:
     return [{'episode': e.episode_id, 'return': e.ret, 'turns': e.turns, 'ended_by': e.ended_by, 'actions': e.actions,
              'text': policy.decode(e.token_ids[e.prompt_len:])[:4000]} for e in played.result.episodes]
 
-# %% ../nbs/16_selfplay.ipynb #345160a5
+# %% ../nbs/16_selfplay.ipynb #6cbd2d21
+def _note(env_id: str, res: RolloutResult, hinted: HintOutcome) -> str | None:
+    "Why this iteration measured no regret for an environment (None: it did)."
+    if env_id in res.failures: return f'failed: {res.failures[env_id]}'
+    if int(env_id) in hinted.leaked: return 'hint leaked'
+    return None if int(env_id) in hinted.hints else 'no hint'
+
 def score_stage(memory: EnvMemory, played: PlayOutcome, designed: DesignOutcome | None, hinted: HintOutcome, cfg: RunConfig,
                 it: int, seeds: Seeds) -> dict[str, dict]:
-    "Per-environment metrics (`env_metrics`); writes the scores to `memory`, takes out of it environments a replay caught, and sets the rewards of `designed.pending` (side effects)."
+    "Per-environment metrics (`env_metrics`) of the environments that played cleanly; writes scores (or why there are none) to `memory`, takes out of it environments a replay caught, and sets the rewards of `designed.pending` (side effects)."
     res = played.result
     caught = {k for k, v in res.failures.items() if v == 'replay'}  # behaved otherwise in play than where it was examined
     for env_id in sorted(caught): memory.reject(int(env_id), 'replay', res.mismatches.get(env_id, ''), it)
-    per_env = env_metrics([e for e in res.episodes if e.env_id not in caught], seed=seeds.int_seed('bootstrap') % 2**31,
-                          level=cfg.reward.level, n_boot=cfg.reward.n_boot)
-    for env_id, em in per_env.items():
-        memory.update_scores(int(env_id), iteration=it, plays=em['plays'], regret=em['regret'], regret_lo=em['regret_lo'],
-                             regret_hi=em['regret_hi'], win_rate_hint=em['win_rate_hint'], win_rate_nohint=em['win_rate_nohint'])
+    per_env = env_metrics([e for e in res.episodes if e.env_id not in res.failures], seed=seeds.int_seed('bootstrap') % 2**31,
+                          level=cfg.reward.level, n_boot=cfg.reward.n_boot, method=cfg.reward.interval)
+    for env_id in dict.fromkeys(e.env_id for e in res.episodes):
+        if env_id in caught: continue
+        em, n = per_env.get(env_id, {}), sum(e.env_id == env_id for e in res.episodes)
+        memory.update_scores(int(env_id), iteration=it, plays=n, note=_note(env_id, res, hinted),
+                             **{k: em.get(k) for k in ('regret', 'regret_lo', 'regret_hi', 'win_rate_hint', 'win_rate_nohint')})
     for d in designed.pending if designed else []:
         if d.env_id is None or d.reward is not None: continue
         if str(d.env_id) in caught: d.reward = cfg.reward.inadmissible; continue  # a cheat caught late earns what a rejected design does
         em = per_env.get(str(d.env_id))
         d.reward = designer_reward(cfg.reward, em.get('estimate') if em else None, em['win_rate_nohint'] if em else None,
-                                   timed_out=str(d.env_id) in res.failures, hint_leaked=d.env_id in hinted.leaked)
+                                   failure=res.failures.get(str(d.env_id)), hint_leaked=d.env_id in hinted.leaked)
     return per_env
 
 # %% ../nbs/16_selfplay.ipynb #8367e464
@@ -650,9 +680,10 @@ class SelfPlay:
                 stage('design', f'{sp.designs_per_iteration} environments')
                 drafts = write_designs(self.policy, self.memory, parts.corpus, cfg, seeds); secs['design'] = stage.lap()
                 stage('admit', f'{len(drafts)} designs')
-                designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds); secs['admit'] = stage.lap()
+                designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds, policy=self.policy); secs['admit'] = stage.lap()
                 rd.transcripts(it, 'designs', designed.rows); rd.transcripts(it, 'rejected', [r for r in designed.rows if r['env_id'] is None])
-            replay = self.memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False) if sp.replay_envs else []
+            replay = self.memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False,  # older environments only
+                                               exclude=designed.new_envs if designed else []) if sp.replay_envs else []
             records = {i: self.memory.get(i) for i in dict.fromkeys((designed.new_envs if designed else []) + replay)}
             stage('hints', f'{len(records)} environments'); stage.lap()
             hinted = hint_stage(self.policy, records, cfg, seeds); secs['hints'] = stage.lap()

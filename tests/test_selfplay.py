@@ -69,7 +69,15 @@ def test_one_real_iteration_with_the_embedded_model(tmp_path):
     sp = SelfPlay.start(cfg, tmp_path/'run')
     (row,) = sp.run()
     run = Run.load(tmp_path/'run')
-    assert row['designs'] == 2 and row['admitted'] + sum(row['rejected_by_reason'].values()) >= 2 - row['duplicates']
+    assert row['designs'] == 2
+    # the counts agree with the designs transcript and with the memory, design by design
+    from collections import Counter
+    rows = run.transcripts(0, 'designs')
+    assert Counter(r['reason'] for r in rows if r['reason'] not in ('ok', 'duplicate')) == Counter(row['rejected_by_reason'])
+    assert sum(r['reason'] == 'ok' for r in rows) == row['admitted'] and sum(r['reason'] == 'duplicate' for r in rows) == row['duplicates']
+    assert all(run.memory.get(r['env_id']).code == r['code'] for r in rows if r['reason'] == 'ok')
+    assert Counter(r['reason'] for r in run.memory.rejected() if r['iteration'] == 0) == \
+        Counter(r['reason'] for r in rows if r['reason'] not in ('ok', 'duplicate', 'heldout_duplicate', 'parse'))
     assert np.isfinite(row['loss_agent']) and np.isfinite(row['loss_designer'])
     assert row['win_rate_heldout'] is not None and len(run.memory) >= 6  # 8 seed environments, 2 held out, and any admitted design
     # a 135M model often gives every group equal rewards (nothing parses): then there is no update, and the row says so

@@ -1,0 +1,120 @@
+"""The learning signal's bookkeeping (issue 14): each test here failed on the commit before its fix."""
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spade_nb.regret import RewardConfig, designer_reward, env_metrics, estimate_regret
+
+LEVELS, LIFTS = np.array([0.02, 0.1, 0.5, 0.9, 0.98]), np.array([0.0, 0.1, 0.3, 0.5])
+TRUE = float(np.mean([[min(lv + lf, 1) - lv for lf in LIFTS] for lv in LEVELS]))
+
+
+# -- 1. the regret interval holds its level at the loop's seed counts ----------------------------------------------------
+
+@pytest.mark.parametrize('seeds,plays', [(2, 2), (4, 2), (8, 2)])
+def test_the_regret_interval_covers_the_population_regret(seeds, plays):
+    "Bernoulli plays, hint lift varying by seed: a nominal 90% interval covers E_seed[p_hint - p_plain] at least 85% of the time."
+    rng, hits = np.random.default_rng(seeds), 0
+    reps = 300
+    for _ in range(reps):
+        lv, lf = rng.choice(LEVELS, seeds), rng.choice(LIFTS, seeds)
+        plain = (rng.random((seeds, plays)) < lv[:, None]).astype(float)
+        hint = (rng.random((seeds, plays)) < np.minimum(lv + lf, 1)[:, None]).astype(float)
+        e = estimate_regret(hint.ravel(), plain.ravel(), groups=np.repeat(np.arange(seeds), plays), level=0.9)
+        hits += e.lo <= TRUE <= e.hi
+    assert hits / reps >= 0.85, (seeds, plays, hits / reps)  # the percentile bootstrap: 0.43, 0.70, 0.80
+
+
+def test_unpaired_env_metrics_do_not_crash():
+    from types import SimpleNamespace as NS
+    eps = [NS(env_id='a', seed=s, hint=h, play=0, ret=float(h or s == 1), win=bool(h or s == 1), turns=1, parse_failures=0)
+           for s in (1, 2, 3) for h in (False, True)]
+    m = env_metrics(eps, paired=False)['a']
+    assert m['regret'] == pytest.approx(1 - 1 / 3) and m['estimate'].paired is False
+
+
+# -- 8, 11. the win-rate rewards need no hint; each failure has its own penalty -------------------------------------------
+
+def test_win_rate_rewards_need_no_hint_and_failures_have_their_own_penalties():
+    rc = RewardConfig()
+    assert designer_reward(rc.replace(variant='learnability'), None, 0.5, hint_leaked=True) == pytest.approx(0.25)
+    assert designer_reward(rc.replace(variant='solve_rate'), None, 0.5) == pytest.approx(1.0)
+    got = {f: designer_reward(rc.replace(crash=-0.2, memory=-0.3, forbidden_syscall=-0.9), None, 0.5, failure=f)
+           for f in ('timeout', 'crash', 'memory', 'forbidden_syscall')}
+    assert got == {'timeout': -0.5, 'crash': -0.2, 'memory': -0.3, 'forbidden_syscall': -0.9}
+
+
+# -- 4, 5. a copy never collects another environment's score; replay reaches older environments ------------------------------
+
+def _loop_parts():
+    from spade_nb.admission import admit_many
+    from spade_nb.core import Seeds
+    from spade_nb.memory import EnvMemory
+    from spade_nb.seeds import seed_sources
+    from spade_nb.selfplay import load_config
+    from spade_nb.testing import FAST_ITERATION, counting_script, known_good_design, scripted_policy
+    cfg = load_config('tiny-cpu', overrides=FAST_ITERATION)
+    mem = EnvMemory(Path(tempfile.mkdtemp())/'memory.sqlite')
+    two = [seed_sources()[n] for n in ('GridWalkEnv', 'CodeBreakerEnv')]
+    for code, v in zip(two, admit_many(two, [[1, 2, 3, 4], [5, 6, 7, 8]])):
+        mem.add_code(code, v, skill='reasoning_game', origin='seed', protected=True, iteration=-1)
+    return cfg, mem, scripted_policy(counting_script(known_good_design())), Seeds(0)
+
+
+def test_a_duplicate_design_gets_its_own_penalty_not_the_original_score():
+    from spade_nb.selfplay import admit_designs, write_designs
+    cfg, mem, policy, seeds = _loop_parts()
+    first = admit_designs(write_designs(policy, mem, None, cfg, seeds.child('a')), mem, {}, cfg, 0, seeds.child('a'))
+    again = admit_designs(write_designs(policy, mem, None, cfg, seeds.child('b')), mem, {}, cfg, 1, seeds.child('b'))
+    assert first.new_envs and not again.new_envs and again.counts['duplicates'] == 1
+    dup = again.pending[0]
+    assert dup.reward == cfg.reward.duplicate  # fixed now: it never waits for (and never receives) the original's regret
+    assert [r['reason'] for r in again.rows] == ['duplicate', 'syntax'] and 'duplicate' not in again.counts['rejected_by_reason']
+
+
+def test_replay_draws_from_older_environments_only():
+    from spade_nb.selfplay import admit_designs, write_designs
+    cfg, mem, policy, seeds = _loop_parts()
+    designed = admit_designs(write_designs(policy, mem, None, cfg, seeds), mem, {}, cfg, 0, seeds)
+    new = designed.new_envs
+    picks = [i for k in range(50) for i in mem.sample_replay(2, np.random.default_rng(k), iteration=0, replace=False, exclude=new)]
+    assert picks and not set(picks) & set(new)  # a new design (unplayed: top priority) used to take the slot and be dropped
+
+
+# -- 6. an iteration without a regret keeps the last measured one ---------------------------------------------------------
+
+def test_a_leaked_hint_or_a_failure_keeps_the_last_measured_scores():
+    from spade_nb.memory import EnvMemory
+    from spade_nb.rollout import Episode, RolloutResult
+    from spade_nb.selfplay import HintOutcome, PlayOutcome, score_stage
+    cfg, mem, _, seeds = _loop_parts()
+    mem.update_scores(1, iteration=0, plays=4, regret=0.25, regret_lo=0.1, regret_hi=0.4, win_rate_hint=0.75, win_rate_nohint=0.5)
+    mem.update_scores(2, iteration=0, plays=4, regret=0.5, regret_lo=0.2, regret_hi=0.8, win_rate_hint=1.0, win_rate_nohint=0.5)
+    ep = lambda env, s, ret, ended='env': Episode(env, s, False, 0, [1], [0], [0.0], 1, rewards=[ret], ended_by=ended, turns=1)
+    res = RolloutResult([ep('1', 3, 1.0), ep('1', 4, 0.0), ep('2', 3, 0.0, 'timeout')], {}, {'2': 'timeout'})
+    score_stage(mem, PlayOutcome(res, 2), None, HintOutcome(leaked={1}), cfg, 1, seeds)
+    one, two = mem.get(1), mem.get(2)
+    assert (one.regret, one.regret_lo, one.win_rate_nohint, one.plays) == (0.25, 0.1, 0.5, 6)  # the win rate was measured again
+    assert (two.regret, two.win_rate_nohint, two.last_played) == (0.5, 0.5, 1)  # a timeout measured nothing: not a 0
+    assert [h['note'] for h in mem.history(1)] == [None, 'hint leaked'] and mem.history(2)[-1]['note'] == 'failed: timeout'
+
+
+# -- 9. settings that nothing read --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('key,says', [('designer.use_corpus=false', 'selfplay.use_corpus'), ('designer.use_memory=false', 'selfplay.use_memory'),
+                                      ('hints.train_on_hints=true', 'never trained')])
+def test_keys_that_nothing_read_are_errors_that_say_where_to_go(key, says):
+    from spade_nb.core import ConfigError
+    from spade_nb.selfplay import load_config
+    with pytest.raises(ConfigError) as e:
+        load_config('tiny-cpu', overrides=[key])
+    assert key.split('=')[0] in str(e.value) and says in str(e.value)
+
+
+def test_the_blend_weight_and_plateau_band_are_keys():
+    from spade_nb.regret import RegretEstimate
+    from spade_nb.selfplay import load_config
+    cfg = load_config('tiny-cpu', overrides=['reward.blend_regret_weight=1.0', 'reward.plateau_lo=0.1'])
+    assert designer_reward(cfg.reward, RegretEstimate(0.15, 0.1, 0.2, 4), 0.0) == pytest.approx(1.0)  # all regret, none plateau
