@@ -67,6 +67,9 @@ class Sample:
     truncated: bool = False  # the context cap cut this sequence
     adapter_version: int | None = None  # policy version that generated the trained tokens
     meta: dict = field(default_factory=dict)
+    temperature: float = 1.0  # the sampling temperature of its generated tokens: the trainer recomputes log-probs with it
+    top_p: float = 1.0  # the nucleus it was sampled from (the trainer needs 1: its log-probs are over the whole vocabulary)
+    staleness: int = 0  # policy updates between its sampling and this update (a delayed designer sample; an asynchronous engine's lag)
 
     def __post_init__(self):
         n = len(self.token_ids)
@@ -79,6 +82,9 @@ class Sample:
             raise ValueError(f"Sample.role must be one of {ROLES}, got {self.role!r}")
         if not _finite(self.reward):
             raise ValueError(f"Sample {self.episode_id or self.env_id!r}: reward must be a finite number, got {self.reward!r}")
+        if not (_finite(self.temperature) and self.temperature > 0) or not 0 < self.top_p <= 1:
+            raise ValueError(f"Sample {self.episode_id or self.env_id!r}: needs temperature > 0 and top_p in (0, 1], "
+                             f"got {self.temperature!r}, {self.top_p!r} (greedy samples cannot be trained)")
         if self.advantage is not None and not _finite(self.advantage):
             raise ValueError(f"Sample {self.episode_id or self.env_id!r}: advantage must be finite, got {self.advantage!r}")
 

@@ -194,7 +194,7 @@ def design(policy, prompts: Sequence[DesignPrompt], cfg: DesignerConfig | None =
     "One batched generate call over `prompts`; each reply parsed."
     from spade_nb.llm import SamplingParams
     cfg = cfg or DesignerConfig()
-    params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed)
+    params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed, adapter='designer')
     outs = policy.generate([p.ids for p in prompts], params)
     return [Design(p, o[0], parse_design(o[0].text)) for p, o in zip(prompts, outs)]
 

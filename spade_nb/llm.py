@@ -47,6 +47,7 @@ class SamplingParams(Config):
     max_new_tokens: int = 256
     stop: list[str] = field(default_factory=list)  # stop strings (kept in the completion)
     seed: int | None = None  # seeds the sampler for this call; None draws from torch's global generator
+    adapter: str | None = None  # the LoRA adapter that generates ('agent' or 'designer' with separate adapters); None: the active one
 
     def validate(self):
         self.check('n', self.n >= 1, 'must be at least 1')
@@ -174,9 +175,18 @@ class HFPolicy:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     # -- generation -------------------------------------------------------------------------------------
-    def _adapter_scope(self, use_adapter: bool):
+    def _adapter_scope(self, use_adapter: bool, name: str | None = None):
+        "No adapter, the named one for this call (when the model has it: `TrainerConfig.separate_adapters`), or the active one."
         if not use_adapter and hasattr(self.model, 'disable_adapter'): return self.model.disable_adapter()
+        if name and name in (getattr(self.model, 'peft_config', None) or {}) and name != self.model.active_adapter: return self._switched(name)
         return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def _switched(self, name: str):
+        prev = self.model.active_adapter
+        self.model.set_adapter(name)
+        try: yield
+        finally: self.model.set_adapter(prev)
 
     def generate(self, prompts, params=None, *, use_adapter=True) -> list[list[Completion]]:
         import torch
@@ -188,7 +198,7 @@ class HFPolicy:
         rng = contextlib.nullcontext()
         if params.seed is not None:
             rng = torch.random.fork_rng(devices=[self.device] if self.device.type == 'cuda' else [])
-        with rng, self._adapter_scope(use_adapter), torch.inference_mode():
+        with rng, self._adapter_scope(use_adapter, params.adapter), torch.inference_mode():
             if params.seed is not None: torch.manual_seed(params.seed)
             for k in range(0, len(jobs), self.batch_size):
                 chunk = jobs[k:k + self.batch_size]

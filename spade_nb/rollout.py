@@ -74,6 +74,7 @@ class Episode:
     parse_failures: int = 0
     adapter_version: int | None = None
     digest: str = ''  # `transcript_digest` of what the environment returned (the audit compares it)
+    temperature: float = 1.0  # what the agent's tokens were sampled at
 
     @property
     def episode_id(self) -> str: return f"{self.env_id}/{self.seed}/{'hint' if self.hint else 'plain'}/{self.play}"
@@ -88,7 +89,8 @@ class Episode:
         "The training sample: the whole conversation as one sequence, only the agent's tokens unmasked."
         return Sample(self.token_ids, self.loss_mask, self.logprobs, role, self.ret, group=self.env_id, env_id=self.env_id,
                       episode_id=self.episode_id, truncated=self.context_truncated, adapter_version=self.adapter_version,
-                      meta={'seed': self.seed, 'hint': self.hint, 'turns': self.turns, 'ended_by': self.ended_by})
+                      meta={'seed': self.seed, 'hint': self.hint, 'turns': self.turns, 'ended_by': self.ended_by},
+                      temperature=self.temperature or 1.0)
 
 @dataclass
 class RolloutResult:
@@ -205,7 +207,7 @@ def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, se
                                                   demonstrations=cfg.demonstrations))
         except Exception:  # an environment whose prompt cannot be rendered fails, not the run
             failures[job.env_id] = 'contract'; break
-        made[j] = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids))
+        made[j] = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids), temperature=cfg.temperature)
         names[id(made[j])] = (iid, [obs])
     items = [made[j] for j in sorted(made)]  # the episodes themselves stay in seed, arm, play order
     return (env, [x for x in items if isinstance(x, Episode)], [x for x in items if isinstance(x, _Ghost)], names,
@@ -264,7 +266,8 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
         while active or live:
             turn += 1
             t = time.perf_counter()
-            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=None if seed is None else seed + turn)
+            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=None if seed is None else seed + turn,
+                                    adapter='agent')
             outs = policy.generate([e.token_ids for e in active], params) if active else []
             stats['generate_seconds'] += time.perf_counter() - t
             stats['generate_calls'] += bool(active)

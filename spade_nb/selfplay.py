@@ -43,7 +43,8 @@ class SelfPlayConfig(Config):
     iterations: int = 2
     designs_per_iteration: int = 4
     regen_interval: int = 1  # design new environments every k iterations; replay in between
-    designer_delay: int = 1  # designer samples are trained from this iteration on (buffered before)
+    designer_delay: int = 1  # iterations a design's sample waits before it is trained (the reference: 4 for games)
+    designer_delays: dict[str, int] = field(default_factory=dict)  # skill -> its own delay (the reference: tool_use 8); others wait designer_delay
     replay_envs: int = 4  # environments replayed from the memory each iteration
     seeds_per_env: int = 2
     plays: int = 1  # plays per seed and arm
@@ -308,6 +309,8 @@ class PendingDesign:
     env_id: int | None  # the memory id of the admitted design; None if rejected
     reward: float | None
     sample: dict  # the fields of a `Sample` but the reward
+    iteration: int = -1  # when it was designed (its delay counts from here)
+    skill: str = ''  # its skill (whose delay it waits)
 
 @dataclass
 class DesignOutcome:
@@ -367,9 +370,10 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
                  cfg.reward.inadmissible + cfg.selfplay.progress_bonus * _progress(reason, v.details if v else '', d.code)
         if d.attempt == 0:  # training uses first attempts only
             ids = d.prompt.ids + d.completion.token_ids
-            pending.append(PendingDesign(env_id, reward, dict(
+            pending.append(PendingDesign(env_id, reward, iteration=it, skill=d.prompt.skill, sample=dict(
                 token_ids=ids, loss_mask=[0] * len(d.prompt.ids) + [1] * len(d.completion.token_ids),
                 logprobs=[0.0] * len(d.prompt.ids) + d.completion.logprobs, role='designer', reward=0.0, group=d.prompt.skill,
+                temperature=cfg.designer.temperature or 1.0,
                 env_id=str(env_id), episode_id=f'design-{it}-{len(pending)}', adapter_version=d.completion.adapter_version)))
     firsts, ok = sum(d.attempt == 0 for d in designs), sum(r['env_id'] is not None for r in rows if r['attempt'] == 0)
     counts = dict(designs=firsts, admitted=len(new_envs), duplicates=dups, validity_rate=ok / max(1, firsts),
@@ -512,14 +516,14 @@ def agent_sample(e, format_bonus: float = 0.0) -> Sample:
 
 def update_stage(trainer, policy, played: PlayOutcome, designed: DesignOutcome | None, buffer: list[PendingDesign],
                  cfg: RunConfig, it: int) -> UpdateOutcome:
-    "Train on this iteration's agent samples and, after the delay, the buffered designer samples."
+    "Train on this iteration's agent samples and the buffered designer samples whose delay is up (with their staleness: the trainer corrects for it)."
     sp, res = cfg.selfplay, played.result
     buffer = buffer + [d for d in (designed.pending if designed else []) if d.reward is not None]
     agent = [agent_sample(e, sp.format_bonus) for e in res.episodes
              if (not e.hint or cfg.rollout.train_on_hinted) and e.env_id not in res.failures]
-    designer = []
-    if sp.train_designer and it >= sp.designer_delay:
-        designer, buffer = [Sample(**{**d.sample, 'reward': d.reward}) for d in buffer], []
+    due = [d for d in buffer if it - d.iteration >= sp.designer_delays.get(d.skill, sp.designer_delay)]  # each waits its skill's delay
+    designer = [Sample(**{**d.sample, 'reward': d.reward, 'staleness': max(0, it - d.iteration)}) for d in due] if sp.train_designer else []
+    buffer = [d for d in buffer if d not in due] if sp.train_designer else []
     tm = trainer.train_step(agent + designer)
     return UpdateOutcome(tm, len(agent), len(designer), buffer, policy.adapter_version)
 

@@ -43,9 +43,10 @@ class TrainerConfig(Config):
     loss_agg: Literal['seq_mean', 'token_sum', 'token_mean'] = 'token_mean'
     max_len_const: int = 4096  # Dr. GRPO's constant
     kl_coef: float = 0.0
-    tis_cap: float | None = None  # truncated importance sampling, for behaviour log-probs from another engine
+    tis_cap: float | None = None  # truncated importance sampling of every sample, for behaviour log-probs from another engine
+    stale_tis_cap: float | None = 2.0  # ... of samples with staleness > 0 only (delayed designer samples); None: off
     designer_adv_scale: float = 1.0
-    temperature: float = 1.0  # the sampling temperature: log-probs are log_softmax(logits / T)
+    _moved = {'temperature': 'removed: each Sample carries the temperature it was sampled at, and the trainer uses that'}
     micro_batch_tokens: int = 4096  # padded tokens per forward/backward
     max_seq_len: int = 8192
     skip_truncated: bool = False
@@ -192,13 +193,23 @@ class Trainer:
             mask[i, :n] = torch.tensor(s.loss_mask[:n], dtype=torch.float32); behav[i, :n] = torch.tensor(s.logprobs[:n])
         mask[:, 0] = 0  # the first token has no prefix to predict it from
         adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
+        temps = torch.tensor([s.temperature for s in batch], dtype=torch.float32)
         dev = self.policy.device
-        return ids.to(dev), att.to(dev), mask.to(dev), behav.to(dev), adv.to(dev)
+        return ids.to(dev), att.to(dev), mask.to(dev), behav.to(dev), adv.to(dev), temps.to(dev)
 
-    def _logp(self, ids, att):
-        "log_softmax(logits / T) of each token given its prefix, [B, T] (position 0 is 0)."
+    def _proximal(self, batch, ids, att, temps, behav):
+        "(old, cap) for `pg_token_loss`: with `tis_cap`, every row's ratio is to the current policy, TIS-weighted; else stale rows only, with `stale_tis_cap`."
         import torch
-        logits = self.model(input_ids=ids, attention_mask=att).logits[:, :-1].float() / self.cfg.temperature
+        stale = torch.tensor([s.staleness > 0 for s in batch], device=ids.device)
+        if self.cfg.tis_cap is None and (self.cfg.stale_tis_cap is None or not stale.any()): return None, None
+        with torch.no_grad(): cur = self._logp(ids, att, temps)
+        if self.cfg.tis_cap is not None: return cur, self.cfg.tis_cap
+        return torch.where(stale[:, None], cur, behav), self.cfg.stale_tis_cap  # fresh rows: old = behaviour, weight 1
+
+    def _logp(self, ids, att, temps):
+        "log_softmax(logits / T) of each token given its prefix, with each row's sampling temperature, [B, T] (position 0 is 0)."
+        import torch
+        logits = self.model(input_ids=ids, attention_mask=att).logits[:, :-1].float() / temps[:, None, None]
         lp = torch.log_softmax(logits, -1).gather(2, ids[:, 1:, None]).squeeze(2)
         return torch.cat([torch.zeros_like(lp[:, :1]), lp], 1)
 
@@ -211,6 +222,9 @@ class Trainer:
         else:
             stats = {'zero_variance_groups': 0}
         if cfg.skip_truncated: samples = [s for s in samples if not s.truncated]
+        if (cut := next((s for s in samples if s.top_p < 1), None)) is not None:
+            raise ValueError(f'Sample {cut.episode_id!r} was sampled at top_p={cut.top_p}: trained roles sample at top_p = 1 '
+                             '(the trainer computes log-probs over the whole vocabulary)')
         n_seqs = _all_sum(len(samples))
         n_tokens = _all_sum(sum(min(sum(s.loss_mask[1:]), cfg.max_seq_len) for s in samples))
         metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0, 'samples': len(samples),
@@ -226,14 +240,12 @@ class Trainer:
             todo = [s for s in samples if role is None or s.role == role]
             if role is not None: self.model.set_adapter(role); self._all_trainable()
             for batch in micro_batches(todo, cfg.micro_batch_tokens):
-                ids, att, mask, behav, adv = self._tensors(batch)
-                logp = self._logp(ids, att)
-                old = None
-                if cfg.tis_cap is not None:
-                    with torch.no_grad(): old = self._logp(ids, att)
-                tl, ratio = pg_token_loss(logp, behav, adv, clip_low=cfg.clip_low, clip_high=cfg.clip_high, old=old, tis_cap=cfg.tis_cap)
+                ids, att, mask, behav, adv, temps = self._tensors(batch)
+                logp = self._logp(ids, att, temps)
+                old, cap = self._proximal(batch, ids, att, temps, behav)
+                tl, ratio = pg_token_loss(logp, behav, adv, clip_low=cfg.clip_low, clip_high=cfg.clip_high, old=old, tis_cap=cap)
                 if cfg.kl_coef:
-                    with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att)
+                    with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps)
                     kl = k3_kl(logp, ref)
                     tl = tl + cfg.kl_coef * kl
                     metrics['kl'] += float((kl * mask).sum()) / max(n_tokens, 1)

@@ -1,4 +1,5 @@
 """The learning signal's bookkeeping (issue 14): each test here failed on the commit before its fix."""
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -118,3 +119,105 @@ def test_the_blend_weight_and_plateau_band_are_keys():
     from spade_nb.selfplay import load_config
     cfg = load_config('tiny-cpu', overrides=['reward.blend_regret_weight=1.0', 'reward.plateau_lo=0.1'])
     assert designer_reward(cfg.reward, RegretEstimate(0.15, 0.1, 0.2, 4), 0.0) == pytest.approx(1.0)  # all regret, none plateau
+
+
+# -- 2. each sample's log-probs are recomputed at the temperature it was sampled at ----------------------------------------
+
+def test_fresh_samples_of_each_role_have_ratio_one():
+    "Designs sampled at 0.8 and episodes at 0.7 (the roles differ): the trainer's recomputed log-probs match the behaviour ones."
+    import torch
+    from spade_nb.core import Sample
+    from spade_nb.llm import tiny_policy
+    from spade_nb.rollout import EnvJob, RolloutConfig, play
+    from spade_nb.seeds import seed_sources
+    from spade_nb.selfplay import PendingDesign, admit_designs, write_designs
+    from spade_nb.trainer import Trainer, TrainerConfig
+    cfg, mem, _, seeds = _loop_parts()
+    cfg = cfg.replace(designer=cfg.designer.replace(temperature=0.8, max_new_tokens=24))
+    policy = tiny_policy(seed=3, max_context=2048)
+    designed = admit_designs(write_designs(policy, mem, None, cfg, seeds), mem, {}, cfg, 0, seeds)
+    designer = [Sample(**{**d.sample, 'reward': 0.0}) for d in designed.pending]
+    res = play(policy, [EnvJob('c', seed_sources()['CaesarEnv'], seeds=[1])], RolloutConfig(max_turns=2, max_new_tokens=12, temperature=0.7), seed=0)
+    agent = res.training_samples(RolloutConfig())
+    assert {s.temperature for s in designer} == {0.8} and {s.temperature for s in agent} == {0.7}
+    tr = Trainer(policy, TrainerConfig())
+    for s in designer + agent:
+        ids, att, mask, behav, _, temps = tr._tensors([dataclasses.replace(s, advantage=0.0)])
+        with torch.no_grad(): logp = tr._logp(ids, att, temps)
+        gap = float(((logp - behav).abs() * mask).max())
+        assert mask.sum() > 0 and gap < 1e-4, (s.role, gap)  # |ratio - 1| < 1e-4 on every trained token
+
+
+def test_a_truncated_nucleus_cannot_be_trained():
+    from spade_nb.core import Sample
+    from spade_nb.llm import tiny_policy
+    from spade_nb.trainer import Trainer, TrainerConfig
+    s = Sample([5, 6, 7], [0, 1, 1], [0, -1, -1], 'agent', 1.0, 'g', advantage=1.0, top_p=0.9)
+    with pytest.raises(ValueError, match='top_p'):
+        Trainer(tiny_policy(seed=1), TrainerConfig()).train_step([s])
+
+
+# -- 3. with separate adapters each role generates with its own -----------------------------------------------------------
+
+def test_with_separate_adapters_designs_come_from_the_designer_adapter():
+    import torch
+    from spade_nb.designer import DesignerConfig, build_prompt, design
+    from spade_nb.llm import tiny_policy
+    from spade_nb.trainer import Trainer, TrainerConfig
+    policy = tiny_policy(seed=2, max_context=2048)
+    tr = Trainer(policy, TrainerConfig(separate_adapters=True))
+    with torch.no_grad():  # the designer's adapter has learned something the agent's has not
+        for n, p in tr.model.named_parameters():
+            if 'lora_B' in n and '.designer.' in n: p.add_(0.3 * torch.randn_like(p))
+    dcfg = DesignerConfig(max_new_tokens=16, temperature=1.0)
+    (d,) = design(policy, [build_prompt(policy, 'reasoning_game', cfg=dcfg)], dcfg, seed=0)
+    ids = torch.tensor([d.prompt.ids + d.completion.token_ids]); n = len(d.completion.token_ids)
+    gaps = {}
+    for role in ('designer', 'agent'):
+        tr.model.set_adapter(role)
+        with torch.no_grad(): lp = tr._logp(ids, torch.ones_like(ids), torch.ones(1))[0, -n:]
+        gaps[role] = float((lp - torch.tensor(d.completion.logprobs)).abs().max())
+    tr.model.set_adapter('agent')
+    assert gaps['designer'] < 1e-4 < gaps['agent'], gaps  # sampled from the designer's adapter, not the active (agent) one
+
+
+# -- 7. each design's sample waits its skill's delay, and a stale sample is corrected -----------------------------------------
+
+def test_designer_samples_wait_their_skills_delay():
+    from spade_nb.rollout import RolloutResult
+    from spade_nb.selfplay import PendingDesign, PlayOutcome, update_stage
+    cfg, _, _, _ = _loop_parts()
+    cfg = cfg.replace(selfplay=cfg.selfplay.replace(designer_delay=2, designer_delays={'tool_use': 3}))
+    seen = []
+    class Recorder:
+        def train_step(self, samples): seen.append(samples); return {'loss_agent': 0.0, 'loss_designer': 0.0}
+    pol = type('P', (), {'adapter_version': None})()
+    sample = dict(token_ids=[1, 2], loss_mask=[0, 1], logprobs=[0.0, -1.0], role='designer', reward=0.0, group='g')
+    buffer = [PendingDesign(None, 0.5, {**sample, 'group': s}, iteration=0, skill=s) for s in ('reasoning_game', 'tool_use')]
+    nothing = PlayOutcome(RolloutResult([], {}, {}), 0)
+    trained = []
+    for it in range(4):
+        out = update_stage(Recorder(), pol, nothing, None, buffer, cfg, it)
+        buffer = out.buffer
+        trained.append([(s.group, s.staleness) for s in seen[-1]])
+    assert trained == [[], [], [('reasoning_game', 2)], [('tool_use', 3)]]  # the start delay trained both at iteration 2, unmarked
+
+
+def test_a_stale_sample_is_corrected_by_truncated_importance_sampling():
+    "Behaviour probabilities a quarter of today's: a fresh sample's ratio 4 is clipped (no gradient); a stale one is re-based and weighted min(2, 4)."
+    import torch
+    from spade_nb.core import Sample
+    from spade_nb.llm import tiny_policy
+    from spade_nb.trainer import Trainer, TrainerConfig
+    losses = {}
+    for staleness in (0, 3):
+        tr = Trainer(tiny_policy(seed=1), TrainerConfig(grad_clip=1e9))
+        ids = [5, 6, 7, 8, 9]
+        probe = Sample(ids, [0, 1, 1, 1, 1], [0.0] * 5, 'agent', 1.0, 'g', advantage=1.0)
+        t = tr._tensors([probe])
+        with torch.no_grad(): cur = tr._logp(t[0], t[1], t[5])[0].tolist()
+        s = Sample(ids, [0, 1, 1, 1, 1], [0.0] + [c - float(np.log(4)) for c in cur[1:]], 'agent', 1.0, 'g', advantage=1.0, staleness=staleness)
+        m = tr.train_step([s])
+        losses[staleness] = (m['loss_agent'], m['grad_norm'])
+    assert losses[0][0] == pytest.approx(-1.28, abs=1e-3) and losses[0][1] == pytest.approx(0.0, abs=1e-6)
+    assert losses[3][0] == pytest.approx(-2.0, abs=1e-3) and losses[3][1] > 0
