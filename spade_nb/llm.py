@@ -364,7 +364,8 @@ class ScriptedPolicy:
                     continue
                 ids = self.base.tokenizer.encode(reply, add_special_tokens=False)[:params.max_new_tokens]
                 if len(ids) < params.max_new_tokens: ids = ids + [self.base.eos_ids[0]]
-                lps = self.base.token_logprobs(list(p) + ids, temperature=params.temperature or 1.0, use_adapter=use_adapter)[-len(ids):]
+                with self.base._adapter_scope(use_adapter, params.adapter):  # the role's adapter, as a generated reply's would be
+                    lps = self.base.token_logprobs(list(p) + ids, temperature=params.temperature or 1.0, use_adapter=use_adapter)[-len(ids):]
                 out[i][j] = Completion(self.base.decode(ids), ids, lps, 'stop' if ids[-1] in self.base.eos_ids else 'length',
                                        i, j, self.base.adapter_version if use_adapter else None)
         return out

@@ -366,13 +366,15 @@ class EnvMemory:
 
     # -- selection ------------------------------------------------------------------------------------------
     def exemplars(self, n_positive: int = 2, n_negative: int = 1, *, rng: np.random.Generator | None = None,
-                  band: tuple[float, float] = (0.15, 0.85), kind: str | None = None) -> list[Exemplar]:
-        "Positives: highest regret among mid win rates. Negatives: too easy (> 0.9) or too hard (< 0.1), drawn at random."
+                  band: tuple[float, float] = (0.15, 0.85), kind: str | None = None, sampled: bool = False,
+                  avoid: Sequence[int] = ()) -> list[Exemplar]:
+        "Positives: highest regret among mid win rates (`sampled`: drawn by regret rank, P ~ 1/rank, without replacement, `avoid` ids last). Negatives: too easy (> 0.9) or too hard (< 0.1), drawn at random."
         k = 'AND kind = ?' if kind else ''
         args = [kind] if kind else []
         pos = [self._record(r) for r in self.db.execute(
             f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND regret IS NOT NULL '
-            f'AND win_rate_nohint BETWEEN ? AND ? {k} ORDER BY regret DESC, id LIMIT ?', [band[0], band[1], *args, n_positive])]
+            f'AND win_rate_nohint BETWEEN ? AND ? {k} ORDER BY regret DESC, id LIMIT ?', [band[0], band[1], *args, -1 if sampled else n_positive])]
+        if sampled and pos: pos = _draw_by_rank(pos, n_positive, rng or np.random.default_rng(0), set(avoid))
         negs = [self._record(r) for r in self.db.execute(
             f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND win_rate_nohint IS NOT NULL '
             f'AND (win_rate_nohint > 0.9 OR win_rate_nohint < 0.1) {k} ORDER BY id', args)]
@@ -396,19 +398,24 @@ class EnvMemory:
             self._cache = (ids, ranks, last, {})
         return self._cache
 
-    def sample_replay(self, n: int, rng: np.random.Generator, *, iteration: int, beta: float = 0.3, rho: float = 0.3,
-                      kind: str | None = None, replace: bool = True, exclude: Sequence[int] = ()) -> list[int]:
-        "Ids of `n` environments to replay, none of `exclude`: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, normalised (distinct with `replace=False`)."
+    def replay_priorities(self, *, iteration: int, beta: float = 0.3, rho: float = 0.3, exclude: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+        "(ids, P) of the live environments: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, each part normalised, 0 for `exclude`."
         ids, ranks, last, memo = self._arrays()
-        if len(ids) == 0: return []
+        if len(ids) == 0: return ids, np.zeros(0)
         if beta not in memo: memo[beta] = ranks ** (-1.0 / beta)
         ps = memo[beta] / memo[beta].sum()
         stale = np.maximum(iteration - last, 0.0)
         pc = stale / stale.sum() if stale.sum() > 0 else np.full(len(ids), 1.0 / len(ids))
         p = ((1 - rho) * ps + rho * pc) * ~np.isin(ids, np.asarray(list(exclude), dtype=np.int64))
+        return ids, p / p.sum() if p.sum() > 0 else p
+
+    def sample_replay(self, n: int, rng: np.random.Generator, *, iteration: int, beta: float = 0.3, rho: float = 0.3,
+                      kind: str | None = None, replace: bool = True, exclude: Sequence[int] = ()) -> list[int]:
+        "Ids of `n` environments to replay, none of `exclude`, drawn by `replay_priorities` (distinct with `replace=False`)."
+        ids, p = self.replay_priorities(iteration=iteration, beta=beta, rho=rho, exclude=exclude)
         if p.sum() <= 0: return []
         if not replace: n = min(n, int((p > 0).sum()))
-        return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p / p.sum())]
+        return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p)]
 
     # -- import / export ------------------------------------------------------------------------------------
     def export(self, path: str | Path) -> int:
@@ -433,6 +440,17 @@ class EnvMemory:
             env_id, new = self.add(rec)
             added += new; dup += not new
         return added, dup
+
+def _draw_by_rank(recs: list, n: int, rng: np.random.Generator, avoid: set) -> list:
+    "`n` of `recs` (best first) drawn without replacement with P ~ 1/rank; those in `avoid` only once the others run out."
+    fresh, stale = [r for r in recs if r.id not in avoid], [r for r in recs if r.id in avoid]
+    out = []
+    for pool in (fresh, stale):
+        k = min(n - len(out), len(pool))
+        if k <= 0: continue
+        w = 1.0 / np.arange(1, len(pool) + 1)
+        out += [pool[int(i)] for i in rng.choice(len(pool), size=k, replace=False, p=w / w.sum())]
+    return out
 
 class _Tx:
     "One transaction: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."

@@ -253,6 +253,9 @@ class IterationMetrics:
     replay_dropped: int | None = None  # environments taken out of the memory because a replay or an audited episode differed in play
     repairs: int | None = None  # repair attempts made (`designer.repair_turns`: a failed design is shown admission's reason; never trained)
     repairs_admitted: int | None = None  # repairs that admission accepted as new environments
+    edits: int | None = None  # designs asked to edit an environment of the memory (designer.edit_share)
+    edit_parents: int | None = None  # distinct environments those edits started from (does the designer collapse onto one?)
+    samples_too_long: int | None = None  # samples longer than trainer.max_seq_len: dropped, never cut
     win_rate_heldout: float | None = None  # held-out win rate without hints (evaluation iterations; else null)
     heldout_lo: float | None = None  # its 90% Wilson interval, low
     heldout_hi: float | None = None  # its interval, high
@@ -326,13 +329,14 @@ class DesignOutcome:
 def write_designs(policy, memory: EnvMemory, corpus, cfg: RunConfig, seeds: Seeds) -> list:
     "The designer's `designs_per_iteration` designs, in one batched call (prompts from skills, documents, exemplars)."
     sp, dcfg = cfg.selfplay, cfg.designer
-    rng, prompts = seeds.numpy('design'), []
+    rng, prompts, shown = seeds.numpy('design'), [], []
     docs = corpus.sample(sp.designs_per_iteration, seeds.numpy('corpus')) if corpus is not None else [None] * sp.designs_per_iteration
     for k in range(sp.designs_per_iteration):
         skill = dcfg.skills[k % len(dcfg.skills)]
         kind = 'TextEnv' if skill == 'reasoning_game' else 'ToolEnv'
-        ex = memory.exemplars(dcfg.n_positive, dcfg.n_negative, rng=rng, kind=kind) if sp.use_memory else []
+        ex = memory.exemplars(dcfg.n_positive, dcfg.n_negative, rng=rng, kind=kind, sampled=True, avoid=shown) if sp.use_memory else []
         parents = [e for e in ex if e.label == 'positive']
+        shown += [e.env_id for e in parents]  # the next prompts show (and edit) others first
         edit = sp.use_memory and parents and rng.random() < dcfg.edit_share
         prompts.append(build_prompt(policy, skill, document=docs[k], exemplars=[e for e in ex if not edit or e is not parents[0]],
                                     mode='edit' if edit else 'scratch', parent=parents[0] if edit else None, cfg=dcfg))
@@ -364,7 +368,7 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
         elif v is not None:
             memory.add_code(d.code, v, skill=_skill(v.kind) if v.kind else d.prompt.skill, provenance=d.provenance, iteration=it)
         reasons[reason] = reasons.get(reason, 0) + 1
-        rows.append({'design': k, 'attempt': d.attempt, 'skill': d.prompt.skill, 'mode': d.prompt.mode, 'reason': reason, 'details': v.details if v else d.parsed.reason,
+        rows.append({'design': k, 'attempt': d.attempt, 'pending': len(pending) if d.attempt == 0 else None, 'skill': d.prompt.skill, 'mode': d.prompt.mode, 'reason': reason, 'details': v.details if v else d.parsed.reason,
                      'provenance': d.provenance, 'env_id': env_id, 'code': d.code, 'reply': d.completion.text})
         reward = (cfg.reward.duplicate if reason == 'duplicate' else None) if env_id is not None else \
                  cfg.reward.inadmissible + cfg.selfplay.progress_bonus * _progress(reason, v.details if v else '', d.code)
@@ -378,6 +382,8 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
     firsts, ok = sum(d.attempt == 0 for d in designs), sum(r['env_id'] is not None for r in rows if r['attempt'] == 0)
     counts = dict(designs=firsts, admitted=len(new_envs), duplicates=dups, validity_rate=ok / max(1, firsts),
                   repairs=len(designs) - firsts, repairs_admitted=repaired,
+                  edits=sum(d.prompt.mode == 'edit' for d in designs if d.attempt == 0),
+                  edit_parents=len({d.prompt.parent.env_id for d in designs if d.attempt == 0 and d.prompt.parent is not None}),
                   rejected_by_reason={k: v for k, v in reasons.items() if k not in ('ok', 'duplicate')}, heldout_refused=refused, near_duplicates=near,
                   distinct_structural=len(structs), distinct_behavioural=len(behavs), near_duplicate_share=near / max(1, len(new_envs)),
                   skill_mix=built, skill_mismatch=mismatch, skills_requested={s: sum(d.prompt.skill == s for d in designs) for s in cfg.designer.skills})
@@ -560,6 +566,7 @@ def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, play
     m.loss_agent, m.loss_designer, m.grad_norm = tm['loss_agent'], tm['loss_designer'], tm.get('grad_norm')
     m.agent_samples, m.designer_samples, m.adapter_version = updated.agent_samples, updated.designer_samples, updated.adapter_version
     m.adv_abs_agent, m.adv_abs_designer = tm.get('adv_abs_agent', 0.0), tm.get('adv_abs_designer', 0.0)
+    m.samples_too_long = tm.get('too_long', 0)
     m.zero_variance_share = tm.get('zero_variance_groups', 0) / max(1, tm.get('groups', 0))
     m.win_rate_heldout, m.heldout_lo, m.heldout_hi = evaluation.win_rate, evaluation.lo, evaluation.hi
     m.heldout_episodes, m.win_rate_heldout_by_env = evaluation.episodes, evaluation.by_env
@@ -685,7 +692,6 @@ class SelfPlay:
                 drafts = write_designs(self.policy, self.memory, parts.corpus, cfg, seeds); secs['design'] = stage.lap()
                 stage('admit', f'{len(drafts)} designs')
                 designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds, policy=self.policy); secs['admit'] = stage.lap()
-                rd.transcripts(it, 'designs', designed.rows); rd.transcripts(it, 'rejected', [r for r in designed.rows if r['env_id'] is None])
             replay = self.memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False,  # older environments only
                                                exclude=designed.new_envs if designed else []) if sp.replay_envs else []
             records = {i: self.memory.get(i) for i in dict.fromkeys((designed.new_envs if designed else []) + replay)}
@@ -695,6 +701,9 @@ class SelfPlay:
             played = play_stage(self.policy, records, hinted, cfg, seeds); secs['play'] = stage.lap()
             rd.transcripts(it, 'episodes', episode_rows(played, self.policy))
             per_env = score_stage(self.memory, played, designed, hinted, cfg, it, seeds)
+            if designed:  # each first attempt's transcript row carries the reward its sample got
+                for r in designed.rows: r['reward'] = designed.pending[r['pending']].reward if r['pending'] is not None else None
+                rd.transcripts(it, 'designs', designed.rows); rd.transcripts(it, 'rejected', [r for r in designed.rows if r['env_id'] is None])
             stage('train'); stage.lap()
             updated = update_stage(self.trainer, self.policy, played, designed, self.buffer, cfg, it); secs['train'] = stage.lap()
             self.buffer, evaluation = updated.buffer, Evaluation()

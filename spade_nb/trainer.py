@@ -222,13 +222,15 @@ class Trainer:
         else:
             stats = {'zero_variance_groups': 0}
         if cfg.skip_truncated: samples = [s for s in samples if not s.truncated]
+        too_long = sum(len(s.token_ids) > cfg.max_seq_len for s in samples)  # cutting would drop the reward-bearing end: drop the sample
+        samples = [s for s in samples if len(s.token_ids) <= cfg.max_seq_len]
         if (cut := next((s for s in samples if s.top_p < 1), None)) is not None:
             raise ValueError(f'Sample {cut.episode_id!r} was sampled at top_p={cut.top_p}: trained roles sample at top_p = 1 '
                              '(the trainer computes log-probs over the whole vocabulary)')
         n_seqs = _all_sum(len(samples))
-        n_tokens = _all_sum(sum(min(sum(s.loss_mask[1:]), cfg.max_seq_len) for s in samples))
+        n_tokens = _all_sum(sum(sum(s.loss_mask[1:]) for s in samples))
         metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0, 'samples': len(samples),
-                   'trained_tokens': n_tokens, **stats}
+                   'trained_tokens': n_tokens, 'too_long': too_long, **stats}
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         if n_seqs == 0:

@@ -221,3 +221,29 @@ def test_a_stale_sample_is_corrected_by_truncated_importance_sampling():
         losses[staleness] = (m['loss_agent'], m['grad_norm'])
     assert losses[0][0] == pytest.approx(-1.28, abs=1e-3) and losses[0][1] == pytest.approx(0.0, abs=1e-6)
     assert losses[3][0] == pytest.approx(-2.0, abs=1e-3) and losses[3][1] > 0
+
+
+# -- 10. edits start from different parents; 11. a sequence past max_seq_len is dropped, never cut ---------------------------
+
+def test_edits_spread_over_parents_and_the_spread_is_reported():
+    from spade_nb.selfplay import admit_designs, write_designs
+    cfg, mem, policy, seeds = _loop_parts()
+    for env_id, reg in ((1, 0.4), (2, 0.3)):
+        mem.update_scores(env_id, iteration=0, plays=4, regret=reg, regret_lo=reg - 0.1, regret_hi=reg + 0.1, win_rate_hint=0.9, win_rate_nohint=0.5)
+    cfg = cfg.replace(designer=cfg.designer.replace(edit_share=1.0, n_positive=1), selfplay=cfg.selfplay.replace(designs_per_iteration=4))
+    drafts = write_designs(policy, mem, None, cfg, seeds)
+    assert [d.prompt.mode for d in drafts] == ['edit'] * 4
+    parents = [d.prompt.parent.env_id for d in drafts]
+    assert parents[:2] in ([1, 2], [2, 1]), parents  # the second design edits the other environment (it was always the top one)
+    counts = admit_designs(drafts, mem, {}, cfg, 1, seeds).counts
+    assert (counts['edits'], counts['edit_parents']) == (4, 2)
+
+
+def test_a_sequence_longer_than_max_seq_len_is_dropped_and_counted():
+    from spade_nb.core import Sample
+    from spade_nb.llm import tiny_policy
+    from spade_nb.trainer import Trainer, TrainerConfig
+    short = Sample([5, 6, 7, 8], [0, 1, 1, 1], [0, -1.0, -1.0, -1.0], 'agent', 1.0, 'g', advantage=1.0)
+    long = Sample(list(range(5, 17)), [0] * 6 + [1] * 6, [0.0] * 6 + [-1.0] * 6, 'agent', 1.0, 'g', advantage=1.0)
+    m = Trainer(tiny_policy(seed=1), TrainerConfig(max_seq_len=8)).train_step([short, long])
+    assert (m['too_long'], m['samples'], m['trained_tokens']) == (1, 1, 3)  # it was cut to 8 tokens, its reward-bearing end lost
