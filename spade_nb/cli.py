@@ -72,7 +72,7 @@ def _selfplay(args) -> int:
             raise ValueError('--resume takes no other options: the run directory holds its config')
         sp = SelfPlay.resume(args.resume)
     else:
-        cfg = load_config(args.preset or 'tiny-cpu', config=args.config, overrides=args.set or [])
+        cfg = load_config(args.preset, config=args.config, overrides=args.set or [])
         run_dir = Path(args.run_dir or Path('runs')/cfg.name)
         print(f'spade selfplay: preset {cfg.name}, {cfg.selfplay.iterations} iterations, run directory {run_dir}')
         sp = SelfPlay.start(cfg, run_dir)
@@ -99,18 +99,20 @@ def _play(args) -> int:
     if args.memory:
         from spade_nb.memory import EnvMemory
         if not Path(args.memory).is_file(): raise FileNotFoundError(f'memory not found: {args.memory}')
+        if not args.env.isdigit(): raise ValueError(f'with --memory, the environment is an id from `spade memory list`, got {args.env!r}')
         code = EnvMemory(args.memory).get(int(args.env)).code
     elif args.env in seed_sources(): code = seed_sources()[args.env]
     elif args.env.startswith('rg:'):
         from spade_nb.heldout import rg_env_source
-        code = rg_env_source(args.env[3:])
+        try: code = rg_env_source(args.env[3:])
+        except ConfigError as e: raise ValueError(e.msg) from None  # not a config key here: the dataset named on the command line
     elif Path(args.env).is_file(): code = Path(args.env).read_text()
     else: raise FileNotFoundError(f'no seed environment or file named {args.env!r} (seed environments: {", ".join(seed_sources())}; '
                                   'reasoning-gym datasets as rg:<dataset>)')
     with SandboxedEnv(code) as env:
         obs, _ = env.reset(seed=args.seed)
         print(f'{env.class_name} ({env.kind}), seed {args.seed}. Type your action; for a ToolEnv a tool call as JSON or \\boxed{{answer}}; Ctrl-D quits.')
-        if env.kind == 'ToolEnv': print('tools: ' + ', '.join(t['name'] for t in env.tools))
+        if env.kind == 'ToolEnv': print('tools: ' + ', '.join(_signature(t) for t in env.tools))
         print(obs)
         r = 0.0
         for _ in range(env.max_turns or 25):
@@ -121,6 +123,17 @@ def _play(args) -> int:
             print(obs)
             if term or trunc: break
         print(f'return {r}')
+    return 0
+
+def _signature(tool: dict) -> str:
+    "A tool as `name(arg: type, ...)`, from its JSON schema."
+    props = (tool.get('parameters') or {}).get('properties') or {}
+    args = ', '.join(f"{k}: {v.get('type', 'any')}" for k, v in props.items())
+    return f"{tool['name']}({args})"
+
+def _config(args) -> int:
+    from spade_nb.selfplay import load_config
+    print(load_config(args.preset, config=args.config, overrides=args.set or []).to_yaml(), end='')
     return 0
 
 def _memory(args) -> int:
@@ -146,7 +159,9 @@ def _memory(args) -> int:
     return 0
 
 def parser() -> argparse.ArgumentParser:
+    from spade_nb import __version__
     p = argparse.ArgumentParser(prog='spade', description='SPADE: self-play in executable environments.')
+    p.add_argument('--version', action='version', version=f'spade_nb {__version__}')
     sub = p.add_subparsers(dest='command', required=True)
     g = sub.add_parser('generate', help='generate a reply with the policy model (a demo of the backend)')
     g.add_argument('prompt')
@@ -161,11 +176,17 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(run=_doctor)
     sp = sub.add_parser('selfplay', help='run self-play (the main job)')
     sp.add_argument('--preset', default=None, help='a preset name from configs/ (default tiny-cpu)')
-    sp.add_argument('--config', default=None, help='a YAML config file instead of a preset')
+    sp.add_argument('--config', default=None, help='a YAML config file, layered over the preset (or the one it names with preset:)')
     sp.add_argument('--set', action='append', metavar='KEY=VALUE', help='override a config key, e.g. selfplay.iterations=3')
     sp.add_argument('--run-dir', default=None, help='where the run is written (default runs/<preset name>)')
     sp.add_argument('--resume', default=None, metavar='RUN_DIR', help='continue a run after a crash or a kill')
     sp.set_defaults(run=_selfplay)
+    cf = sub.add_parser('config', help='show the resolved config a run would use')
+    cf.add_argument('action', choices=['show'])
+    cf.add_argument('--preset', default=None, help='a preset name from configs/ (default tiny-cpu)')
+    cf.add_argument('--config', default=None, help='a YAML config file, layered over the preset')
+    cf.add_argument('--set', action='append', metavar='KEY=VALUE', help='override a config key')
+    cf.set_defaults(run=_config)
     pl = sub.add_parser('play', help='play an environment yourself in the terminal')
     pl.add_argument('env', help='a seed environment name, rg:<dataset> (reasoning-gym), a Python file, or an id with --memory')
     pl.add_argument('--memory', default=None, help='a memory.sqlite to take the environment id from')
@@ -184,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try: return args.run(args)
     except (ConfigError, EmbeddedModelError, OSError, ValueError, KeyError, RuntimeError) as e:
-        print(f"spade {args.command}: error: {str(e).splitlines()[0]}", file=sys.stderr)
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)  # a KeyError's str() is its repr, quotes and all
+        print(f"spade {args.command}: error: {str(msg).splitlines()[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"spade {args.command}: interrupted", file=sys.stderr)

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import gymnasium as gym
+
 from .core import Config
 
 # %% auto #0
@@ -591,11 +593,15 @@ def check_tools(tools, max_chars: int = 8192) -> str | None:
     return None
 
 # %% ../nbs/06_sandbox.ipynb #7263ebc4
-class SandboxedEnv:
-    "Environment `code` loaded in a sandbox worker; proxies reset/step/solution/hint for many instances."
+class SandboxedEnv(gym.Env):
+    "Environment `code` loaded in a sandbox worker; proxies reset/step/solution/hint for many instances; a `gymnasium.Env` (instance '0')."
+    metadata = {'render_modes': []}
+
     def __init__(self, code: str, limits: SandboxLimits | None = None, *, pool: WorkerPool | None = None,
                  worker: _Worker | None = None, **limit_changes):
+        from spade_nb.envs import TextEnv, TextSpace
         self.limits = limits or (pool.limits if pool else SandboxLimits())
+        self.observation_space, self.action_space = TextSpace(TextEnv.max_observation_chars), TextSpace(self.limits.max_action_chars)
         if limit_changes: self.limits = self.limits.replace(**limit_changes)
         self.tier = sandbox_tier()
         if self.tier == 'rlimits' and not (self.limits.allow_weak or os.environ.get('SPADE_NB_ALLOW_WEAK_SANDBOX') == '1'):
@@ -621,7 +627,8 @@ class SandboxedEnv:
             raise SandboxError(reason, str(reply.get('message', ''))[:1000])
         return reply
 
-    def reset(self, seed: int | None = None, *, instance: str = '0') -> tuple[str, dict]:
+    def reset(self, seed: int | None = None, options: dict | None = None, *, instance: str = '0') -> tuple[str, dict]:
+        super().reset(seed=seed)  # gymnasium's bookkeeping; the environment's own randomness lives in the worker
         out = self._call('reset', seed=seed, instance=instance).get('result')
         if not (isinstance(out, list) and len(out) == 2 and isinstance(out[0], str) and isinstance(out[1], dict)):
             raise SandboxError('contract', f'reset must return (str, dict), got {_brief(out)}')

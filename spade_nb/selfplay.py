@@ -96,13 +96,32 @@ def presets_dir() -> Path:
 
 def list_presets() -> list[str]: return sorted(p.stem for p in presets_dir().glob('*.yaml'))
 
-def load_config(preset: str | None = 'tiny-cpu', *, config: str | Path | None = None, overrides=()) -> RunConfig:
-    "A preset (or a config file), with `key.sub=value` overrides applied; every error names the key."
-    if config is not None: cfg = RunConfig.from_yaml(config)
-    else:
-        path = presets_dir()/f'{preset}.yaml'
-        if not path.is_file(): raise ConfigError('preset', f'unknown preset {preset!r}; known: {", ".join(list_presets())}')
-        cfg = RunConfig.from_yaml(path)
+def _yaml_mapping(path: Path) -> dict:
+    "A YAML file's top-level mapping; a missing file, bad YAML or anything but a mapping is an error that names the file."
+    import yaml
+    if not path.is_file(): raise ConfigError('', f'config file not found: {path}')
+    try: data = yaml.safe_load(path.read_text(encoding='utf-8'))
+    except yaml.YAMLError as e: raise ConfigError('', f'{path}: not valid YAML: {e}') from None
+    if data is None: return {}
+    if not isinstance(data, dict): raise ConfigError('', f'{path}: expected a mapping of config sections, got {type(data).__name__}')
+    return data
+
+def _merge(base: dict, top: dict) -> dict:
+    "`top` over `base`, section by section: a mapping merges into a mapping, anything else replaces."
+    return {**base, **{k: _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v for k, v in top.items()}}
+
+def load_config(preset: str | None = None, *, config: str | Path | None = None, overrides=()) -> RunConfig:
+    "Layers, each over the one before: the code's defaults, a preset (`preset`, else the file's `preset:` key, else tiny-cpu), the config file, then `key.sub=value` overrides; every error names the key."
+    top = _yaml_mapping(Path(config)) if config is not None else {}
+    named = top.pop('preset', None)
+    if named is not None and not isinstance(named, str): raise ConfigError('preset', f'must be a preset name, got {named!r} (in {config})')
+    if named is not None and preset is not None and named != preset:
+        raise ConfigError('preset', f'{config} builds on preset {named!r}, but preset {preset!r} was asked for')
+    preset = preset or named or 'tiny-cpu'
+    path = presets_dir()/f'{preset}.yaml'
+    if not path.is_file(): raise ConfigError('preset', f'unknown preset {preset!r}; known: {", ".join(list_presets())}')
+    try: cfg = RunConfig.from_dict(_merge(_yaml_mapping(path), top))
+    except ConfigError as e: raise ConfigError(e.key, f'{e.msg} (in {config or path})') from None
     return cfg.override(list(overrides)) if overrides else cfg
 
 # %% ../nbs/16_selfplay.ipynb #790630d0

@@ -168,17 +168,12 @@ class Trainer:
             self.opt = bnb.optim.AdamW8bit(self.params, lr=self.cfg.lr, betas=betas, weight_decay=self.cfg.weight_decay)
         else:
             self.opt = torch.optim.AdamW(self.params, lr=self.cfg.lr, betas=betas, weight_decay=self.cfg.weight_decay)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, self._lr_factor)
+        from transformers import get_scheduler  # the library's schedules, not a twin of them
+        name = {'constant': 'constant_with_warmup', 'linear': 'linear', 'cosine': 'cosine'}[self.cfg.schedule]
+        self.sched = get_scheduler(name, self.opt, num_warmup_steps=self.cfg.warmup_steps, num_training_steps=self.cfg.total_steps)
         self.step = 0
         policy.model = self.model
         policy.model.eval()
-
-    def _lr_factor(self, step: int) -> float:
-        c = self.cfg
-        if step < c.warmup_steps: return (step + 1) / c.warmup_steps
-        if c.schedule == 'constant': return 1.0
-        frac = min(1.0, (step - c.warmup_steps) / max(1, c.total_steps - c.warmup_steps))
-        return 1.0 - frac if c.schedule == 'linear' else 0.5 * (1 + math.cos(math.pi * frac))
 
     # -- one update -----------------------------------------------------------------------------------------
     def _tensors(self, batch: Sequence[Sample]):
