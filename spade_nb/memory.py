@@ -387,7 +387,7 @@ class EnvMemory:
 
     def _arrays(self):
         if self._cache is None:
-            rows = self.db.execute('SELECT id, regret, COALESCE(last_played, iteration) FROM envs WHERE evicted_at IS NULL').fetchall()
+            rows = self.db.execute('SELECT id, regret, COALESCE(last_played, iteration), kind FROM envs WHERE evicted_at IS NULL').fetchall()
             ids = np.array([r[0] for r in rows], dtype=np.int64)
             regret = np.array([np.inf if r[1] is None else r[1] for r in rows], dtype=np.float64)
             last = np.array([r[2] for r in rows], dtype=np.float64)
@@ -395,11 +395,12 @@ class EnvMemory:
             ranks = np.empty(len(ids), dtype=np.float64)
             ranks[order] = np.arange(1, len(ids) + 1)
             ranks[np.isinf(regret)] = 1.0  # never played: all share the top rank (played first, uniformly among them)
-            self._cache = (ids, ranks, last, {})
+            self._cache = (ids, ranks, last, {'kinds': np.array([r[3] for r in rows], dtype=object)})
         return self._cache
 
-    def replay_priorities(self, *, iteration: int, beta: float = 0.3, rho: float = 0.3, exclude: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
-        "(ids, P) of the live environments: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, each part normalised, 0 for `exclude`."
+    def replay_priorities(self, *, iteration: int, beta: float = 0.3, rho: float = 0.3, exclude: Sequence[int] = (),
+                          kind: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        "(ids, P) of the live environments: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, each part normalised, 0 for `exclude` and for other kinds than `kind`."
         ids, ranks, last, memo = self._arrays()
         if len(ids) == 0: return ids, np.zeros(0)
         if beta not in memo: memo[beta] = ranks ** (-1.0 / beta)
@@ -407,12 +408,13 @@ class EnvMemory:
         stale = np.maximum(iteration - last, 0.0)
         pc = stale / stale.sum() if stale.sum() > 0 else np.full(len(ids), 1.0 / len(ids))
         p = ((1 - rho) * ps + rho * pc) * ~np.isin(ids, np.asarray(list(exclude), dtype=np.int64))
+        if kind is not None: p = p * (memo['kinds'] == kind)
         return ids, p / p.sum() if p.sum() > 0 else p
 
     def sample_replay(self, n: int, rng: np.random.Generator, *, iteration: int, beta: float = 0.3, rho: float = 0.3,
                       kind: str | None = None, replace: bool = True, exclude: Sequence[int] = ()) -> list[int]:
         "Ids of `n` environments to replay, none of `exclude`, drawn by `replay_priorities` (distinct with `replace=False`)."
-        ids, p = self.replay_priorities(iteration=iteration, beta=beta, rho=rho, exclude=exclude)
+        ids, p = self.replay_priorities(iteration=iteration, beta=beta, rho=rho, exclude=exclude, kind=kind)
         if p.sum() <= 0: return []
         if not replace: n = min(n, int((p > 0).sum()))
         return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p)]
