@@ -73,6 +73,7 @@ class SelfPlayConfig(Config):
             why = check_heldout_name(h)
             self.check('heldout', why is None, why)
 
+# %% ../nbs/16_selfplay.ipynb #89a662e7
 @dataclass
 class RunConfig(Config):
     "Everything a self-play run needs; presets are YAML files over it."
@@ -96,6 +97,7 @@ def presets_dir() -> Path:
 
 def list_presets() -> list[str]: return sorted(p.stem for p in presets_dir().glob('*.yaml'))
 
+# %% ../nbs/16_selfplay.ipynb #81eca9c5
 def _yaml_mapping(path: Path) -> dict:
     "A YAML file's top-level mapping; a missing file, bad YAML or anything but a mapping is an error that names the file."
     import yaml
