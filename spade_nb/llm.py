@@ -9,16 +9,41 @@ import contextlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 from .core import Completion, Config
 from .embedded import embedded_model_path, is_embedded, _clear_quantized_tags
 
 # %% auto #0
-__all__ = ['Message', 'LLMConfig', 'SamplingParams', 'PolicyBackend', 'resolve_device', 'resolve_dtype', 'HFPolicy',
-           'load_policy', 'tiny_policy', 'ScriptedPolicy']
+__all__ = ['Message', 'EngineConfig', 'LLMConfig', 'SamplingParams', 'PolicyBackend', 'resolve_device', 'resolve_dtype',
+           'HFPolicy', 'load_policy', 'tiny_policy', 'ScriptedPolicy']
 
 # %% ../nbs/02_llm.ipynb #5674ee5e
+@dataclass
+class EngineConfig(Config):
+    "How an inference engine generates (`llm.backend` vllm or openai)."
+    gpu_memory_utilization: float = 0.45  # vLLM's share of the GPU: the HF copy that trains shares it
+    kv_cache_gb: float | None = None  # vLLM's KV cache; None: 1 GiB on a CPU, from gpu_memory_utilization on a GPU
+    max_lora_rank: int = 64  # at least trainer.lora_r
+    max_loras: int = 2  # adapters resident at once (one per role with trainer.separate_adapters)
+    sleep: bool = True  # put the engine to sleep while the trainer runs (GPU only: vLLM's sleep mode)
+    multiprocessing: bool | None = None  # vLLM's engine core in its own process; None: no on a CPU, vLLM's default on a GPU
+    adapter_dir: str | None = None  # where adapter versions are saved for the engine (a shared path for remote servers); None: a temporary folder
+    args: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for vllm.LLM (e.g. tensor_parallel_size)
+    server_model: str | None = None  # the base model's name on the servers; None: the first one /v1/models lists
+    timeout: float = 600.0  # seconds per server request
+    retries: int = 3  # further tries of a request that failed for a reason that may pass
+    concurrency: int = 32  # requests in flight per server
+
+    def validate(self):
+        self.check('gpu_memory_utilization', 0 < self.gpu_memory_utilization <= 1, 'must be in (0, 1]')
+        self.check('kv_cache_gb', self.kv_cache_gb is None or self.kv_cache_gb > 0, 'must be positive')
+        self.check('max_lora_rank', self.max_lora_rank >= 1, 'must be at least 1')
+        self.check('max_loras', self.max_loras >= 1, 'must be at least 1')
+        self.check('timeout', self.timeout > 0, 'must be positive')
+        self.check('retries', self.retries >= 0, 'must be non-negative')
+        self.check('concurrency', self.concurrency >= 1, 'must be at least 1')
+
 @dataclass
 class LLMConfig(Config):
     "Which model the policy is and how it is loaded."
@@ -33,10 +58,15 @@ class LLMConfig(Config):
     quantization: Literal['none', 'nf4', 'int8'] = 'none'  # 'nf4' loads 4-bit weights for QLoRA (bitsandbytes, CPU or CUDA)
     trust_remote_code: bool = False
     attn_implementation: str | None = None  # e.g. 'sdpa', 'flash_attention_2'
+    backend: Literal['hf', 'vllm', 'openai'] = 'hf'  # who generates: transformers, vLLM in process, or OpenAI-compatible servers
+    servers: list[str] = field(default_factory=list)  # base URLs of the servers (backend openai), e.g. http://127.0.0.1:8000
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
     def validate(self):
         self.check('batch_size', self.batch_size >= 1, 'must be at least 1')
         self.check('max_context', self.max_context is None or self.max_context >= 2, 'must be at least 2')
+        self.check('servers', self.backend != 'openai' or bool(self.servers), 'the openai backend needs at least one server URL')
+        self.check('servers', all(u.startswith(('http://', 'https://')) for u in self.servers), 'each must be an http:// or https:// URL')
 
 @dataclass
 class SamplingParams(Config):
@@ -78,7 +108,7 @@ class PolicyBackend(Protocol):
 
 # %% ../nbs/02_llm.ipynb #ff3bff2e
 class _BehaviourLogProbs:
-    "A logits processor that records log_softmax(logits / T) at each sampled id, and applies T and top-p."
+    "A logits processor that records the log-prob of each sampled id under the distribution it came from (T, then top-p)."
     def __init__(self, temperature: float, top_p: float = 1.0):
         self.t, self.top_p = temperature, top_p
         self.prev, self.steps = None, []
@@ -87,8 +117,8 @@ class _BehaviourLogProbs:
         import torch
         if self.prev is not None: self.steps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
         scaled = scores.float() / self.t
-        self.prev = scaled - torch.logsumexp(scaled, dim=-1, keepdim=True)
         if self.top_p < 1.0: scaled = _top_p_mask(scaled, self.top_p)
+        self.prev = scaled - torch.logsumexp(scaled, dim=-1, keepdim=True)
         return scaled
 
     def finish(self, generated):
@@ -251,13 +281,18 @@ class HFPolicy:
         return Completion(self.decode(ids), ids, [float(x) for x in lps], reason)
 
     # -- scoring ----------------------------------------------------------------------------------------
-    def token_logprobs(self, ids, *, temperature: float = 1.0, use_adapter: bool = True) -> list[float]:
-        "log_softmax(logits / T) of `ids[1:]` given their prefixes, by one forward pass (length `len(ids) - 1`)."
+    def token_logprobs(self, ids, *, temperature: float = 1.0, top_p: float = 1.0, use_adapter: bool = True) -> list[float]:
+        "Log-probs of `ids[1:]` given their prefixes at temperature T (and nucleus `top_p`), by one forward pass (length `len(ids) - 1`)."
         import torch
         t = torch.tensor([list(ids)], device=self.device)
         with self._adapter_scope(use_adapter), torch.inference_mode():
             logits = self.model(input_ids=t).logits[0, :-1].float() / (temperature or 1.0)
+        if top_p < 1.0: logits = _top_p_mask(logits, top_p)
         return torch.log_softmax(logits, -1).gather(1, t[0, 1:, None]).squeeze(1).cpu().tolist()
+
+    def offloaded(self):
+        "A context in which the trainer runs; an engine backend frees its memory there (here there is nothing to free)."
+        return contextlib.nullcontext()
 
     # -- adapters ---------------------------------------------------------------------------------------
     def set_adapter(self, adapter, version: int):
@@ -287,7 +322,7 @@ class HFPolicy:
 
 # %% ../nbs/02_llm.ipynb #be60580f
 def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
-    "Load the policy that `cfg` names: the embedded default, a local folder, or a hub id (the usual way)."
+    "Load the policy that `cfg` names (the embedded default, a local folder, or a hub id, the usual way) on `cfg.backend`."
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     cfg = cfg or LLMConfig()
@@ -312,6 +347,9 @@ def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     policy = HFPolicy(model if cfg.quantization != 'none' else model.to(device), tok, max_context=cfg.max_context, batch_size=cfg.batch_size,
                       name='SmolLM2-135M-Instruct (embedded)' if is_embedded(cfg.model) else str(cfg.model))
     if cfg.adapter: policy.set_adapter(cfg.adapter, version=0)
+    if cfg.backend != 'hf':  # an engine generates; this HF copy trains and scores
+        from spade_nb.engines import engine_policy
+        policy = engine_policy(policy, cfg, str(path))
     return policy
 
 def tiny_policy(seed: int = 0, *, hidden_size: int = 64, num_layers: int = 2, max_context: int = 1024,

@@ -5,6 +5,7 @@
 # %% ../nbs/16_selfplay.ipynb #41027ee1
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -87,6 +88,11 @@ class RunConfig(Config):
     reward: RewardConfig = field(default_factory=RewardConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+
+    def validate(self):
+        if self.llm.backend != 'hf' and self.trainer.lora_r > self.llm.engine.max_lora_rank:
+            raise ConfigError('llm.engine.max_lora_rank', f'{self.llm.engine.max_lora_rank} is below trainer.lora_r={self.trainer.lora_r}: '
+                              f'the engine could not load the adapter')
 
 def presets_dir() -> Path:
     "Where the preset YAML files are: the repository's `configs/` (editable installs) or the packaged copy."
@@ -551,7 +557,8 @@ def update_stage(trainer, policy, played: PlayOutcome, designed: DesignOutcome |
     due = [d for d in buffer if it - d.iteration >= sp.designer_delays.get(d.skill, sp.designer_delay)]  # each waits its skill's delay
     designer = [Sample(**{**d.sample, 'reward': d.reward, 'staleness': max(0, it - d.iteration)}) for d in due] if sp.train_designer else []
     buffer = [d for d in buffer if d not in due] if sp.train_designer else []
-    tm = trainer.train_step(agent + designer)
+    with getattr(policy, 'offloaded', contextlib.nullcontext)():  # an engine on the same GPU sleeps while the trainer runs (optional in a backend)
+        tm = trainer.train_step(agent + designer)
     return UpdateOutcome(tm, len(agent), len(designer), buffer, policy.adapter_version)
 
 # %% ../nbs/16_selfplay.ipynb #dfa78890
