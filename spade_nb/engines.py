@@ -129,7 +129,7 @@ def _vllm_kwargs(cfg: LLMConfig, path: str, device: str) -> dict:
     if cfg.dtype != 'auto': kw['dtype'] = cfg.dtype
     if device == 'cpu':
         kw.update(dtype=kw.get('dtype', 'float32'), enforce_eager=True, kv_cache_memory_bytes=int((e.kv_cache_gb or 1.0) * 2**30),
-                  enable_chunked_prefill=False, max_num_batched_tokens=max(cfg.max_context or 0, 2048))  # see below
+                  enable_chunked_prefill=False, max_num_batched_tokens=max(cfg.max_context or 0, 2048))  # prefill whole: see above
     else:
         kw.update(gpu_memory_utilization=e.gpu_memory_utilization, enable_sleep_mode=e.sleep)
         if e.kv_cache_gb: kw['kv_cache_memory_bytes'] = int(e.kv_cache_gb * 2**30)
@@ -144,7 +144,9 @@ class VLLMPolicy(EnginePolicy):
         super().__init__(hf, cfg)
         self.on_gpu = str(hf.device).startswith('cuda')
         if llm is None:
-            if not self.on_gpu and cfg.engine.multiprocessing is not True: os.environ.setdefault('VLLM_ENABLE_V1_MULTIPROCESSING', '0')
+            if not self.on_gpu:  # in this process, and leave its threads where they are (vLLM would pin them)
+                if cfg.engine.multiprocessing is not True: os.environ.setdefault('VLLM_ENABLE_V1_MULTIPROCESSING', '0')
+                os.environ.setdefault('VLLM_CPU_OMP_THREADS_BIND', 'nobind')
             if cfg.engine.multiprocessing is False: os.environ['VLLM_ENABLE_V1_MULTIPROCESSING'] = '0'
             from vllm import LLM
             llm = LLM(**_vllm_kwargs(cfg.replace(max_context=self.max_context), path, 'cuda' if self.on_gpu else 'cpu'))
