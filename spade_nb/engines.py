@@ -23,7 +23,8 @@ from .core import Completion
 from .llm import HFPolicy, LLMConfig, SamplingParams
 
 # %% auto #0
-__all__ = ['backend_status', 'EnginePolicy', 'VLLMPolicy', 'ServerError', 'OpenAIPolicy', 'engine_policy']
+__all__ = ['backend_status', 'EnginePolicy', 'VLLMPolicy', 'ServerError', 'OpenAIPolicy', 'engine_policy', 'logprob_gap',
+           'greedy_agrees']
 
 # %% ../nbs/02a_engines.ipynb #1109fd5c
 def _has(module: str) -> bool:
@@ -282,3 +283,23 @@ def _vllm_close(self: VLLMPolicy):
     self.llm = None
 
 VLLMPolicy.close = _vllm_close
+
+# %% ../nbs/02a_engines.ipynb #75cac516
+def logprob_gap(policy: HFPolicy, prompts, outs, *, temperature: float = 1.0, top_p: float = 1.0, use_adapter: bool = True) -> float:
+    "The largest difference between the completions' behaviour log-probs and the HF copy's forward pass over the same ids."
+    gaps = [abs(x - y) for pr, cs in zip(prompts, outs) for c in cs
+            for x, y in zip(policy.token_logprobs(list(pr) + c.token_ids, temperature=temperature, top_p=top_p,
+                                                  use_adapter=use_adapter)[len(pr) - 1:], c.logprobs)]
+    return max(gaps, default=0.0)
+
+def greedy_agrees(policy: HFPolicy, prompt, ids, *, tol: float = 1e-3) -> bool:
+    "Are `ids` HF's greedy continuation of `prompt`, up to the first step where its two best logits are within `tol`?"
+    import torch
+    seq = list(prompt)
+    with torch.inference_mode():
+        for k, t in enumerate(ids):
+            top = policy.model(input_ids=torch.tensor([seq], device=policy.device)).logits[0, -1].float().topk(2)
+            if float(top.values[0] - top.values[1]) < tol: return True  # a near tie: either token is HF's
+            if int(top.indices[0]) != t: return False
+            seq.append(t)
+    return True
