@@ -202,8 +202,9 @@ def repair_prompt(policy, d: Design, reason: str, details: str) -> DesignPrompt:
     "The conversation extended by the failed reply and admission's verdict, asking for a fixed module."
     msg = {'role': 'user', 'content': f'Admission rejected this environment: {reason}: {details[:600]}\n'
                                       f'Fix it and reply with the whole corrected module in one ```python block.'}
-    ids = policy.append_turn(d.prompt.ids + d.completion.token_ids, msg)
+    from spade_nb.llm import per_turn
     messages = d.prompt.messages + [{'role': 'assistant', 'content': d.completion.text}, msg]
+    ids = policy.chat_ids(messages) if per_turn(policy) else policy.append_turn(d.prompt.ids + d.completion.token_ids, msg)  # the repair is a sample of its own
     return DesignPrompt(messages, ids, d.prompt.sections, d.prompt.skill, d.prompt.mode,
                         {**d.prompt.budget, 'used': len(ids)}, d.prompt.document, d.prompt.parent)
 

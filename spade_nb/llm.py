@@ -16,7 +16,8 @@ from .embedded import embedded_model_path, is_embedded, _clear_quantized_tags
 
 # %% auto #0
 __all__ = ['Message', 'EngineConfig', 'LLMConfig', 'SamplingParams', 'PolicyBackend', 'resolve_device', 'resolve_dtype',
-           'HFPolicy', 'load_policy', 'tiny_policy', 'ScriptedPolicy']
+           'HFPolicy', 'load_policy', 'per_turn', 'tiny_policy', 'ScriptedPolicy', 'qwen3_tokenizer_path',
+           'tiny_qwen3_policy']
 
 # %% ../nbs/02_llm.ipynb #5674ee5e
 @dataclass
@@ -162,7 +163,7 @@ class HFPolicy:
         self.eos_ids = sorted(set(eos))
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.adapter_version: int | None = None
-        self._close = None
+        self._close, self._rewrites = None, None
 
     def __repr__(self):
         return f"HFPolicy({self.name!r}, device={self.device}, max_context={self.max_context}, adapter_version={self.adapter_version})"
@@ -190,6 +191,13 @@ class HFPolicy:
             at = [k for k, t in enumerate(base) if t in self.eos_ids]
             self._close = base[at[-1]:] if at else []
         return self._close
+
+    def rewrites_turns(self) -> bool:
+        "Does the chat template render a conversation differently once another turn follows (Qwen3's thinking blocks)? Then `append_turn` cannot work."
+        if self._rewrites is None:
+            base = self.chat_ids(self._PROBE, add_generation_prompt=False)
+            self._rewrites = self.chat_ids([*self._PROBE, {'role': 'user', 'content': '.'}])[:len(base)] != base
+        return self._rewrites
 
     def append_turn(self, ids, message, *, add_generation_prompt=True) -> list[int]:
         base = self.chat_ids(self._PROBE, add_generation_prompt=False)
@@ -352,6 +360,10 @@ def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
         policy = engine_policy(policy, cfg, str(path))
     return policy
 
+def per_turn(policy) -> bool:
+    "Must multi-turn conversations be rendered afresh each turn (and each turn trained on its own prompt)? Where the chat template rewrites earlier turns."
+    return bool(getattr(policy, 'rewrites_turns', lambda: False)())
+
 def tiny_policy(seed: int = 0, *, hidden_size: int = 64, num_layers: int = 2, max_context: int = 1024,
                 batch_size: int = 16, init_std: float = 0.02) -> HFPolicy:
     "A tiny randomly initialised Llama with the embedded model's real tokenizer and chat template, for fast tests (a larger `init_std` makes it peakier)."
@@ -407,3 +419,29 @@ class ScriptedPolicy:
                 out[i][j] = Completion(self.base.decode(ids), ids, lps, 'stop' if ids[-1] in self.base.eos_ids else 'length',
                                        i, j, self.base.adapter_version if use_adapter else None)
         return out
+
+# %% ../nbs/02_llm.ipynb #e8240a3d
+def qwen3_tokenizer_path() -> Path:
+    "A folder with Qwen3's tokenizer and chat template (shipped with spade_nb, unpacked once into the cache)."
+    import lzma, shutil
+    from importlib.resources import files
+    from spade_nb.embedded import build_once, cache_dir
+    src = Path(str(files('spade_nb')))/'data'/'qwen3'
+    def build(tmp: Path):
+        (tmp/'tokenizer.json').write_bytes(lzma.decompress((src/'tokenizer.json.xz').read_bytes()))
+        shutil.copy(src/'tokenizer_config.json', tmp/'tokenizer_config.json')
+    return build_once(cache_dir()/'qwen3-tokenizer-3.7.2', build)
+
+def tiny_qwen3_policy(seed: int = 0, *, hidden_size: int = 64, num_layers: int = 2, max_context: int = 2048,
+                      batch_size: int = 16, init_std: float = 0.02) -> HFPolicy:
+    "A tiny randomly initialised Qwen3 with Qwen3's real tokenizer and chat template, offline."
+    import torch
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+    tok = AutoTokenizer.from_pretrained(qwen3_tokenizer_path())
+    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=num_layers,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=hidden_size // 4, max_position_embeddings=max_context,
+                      tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, initializer_range=init_std)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen3ForCausalLM(cfg)
+    return HFPolicy(model, tok, max_context=max_context, batch_size=batch_size, name=f'tiny-qwen3-{seed}')

@@ -75,6 +75,8 @@ class Episode:
     adapter_version: int | None = None
     digest: str = ''  # `transcript_digest` of what the environment returned (the audit compares it)
     temperature: float = 1.0  # what the agent's tokens were sampled at
+    messages: list[dict] | None = None  # per-turn mode (a template that rewrites earlier turns): the conversation so far
+    turn_samples: list[tuple[list[int], list[int], list[float]]] = field(default_factory=list)  # per-turn mode: (prompt, reply, log-probs)
 
     @property
     def episode_id(self) -> str: return f"{self.env_id}/{self.seed}/{'hint' if self.hint else 'plain'}/{self.play}"
@@ -87,10 +89,20 @@ class Episode:
 
     def to_sample(self, role: str = 'agent') -> Sample:
         "The training sample: the whole conversation as one sequence, only the agent's tokens unmasked."
+        if self.messages is not None: raise ValueError(f'{self.episode_id} was played turn by turn: use to_samples()')
         return Sample(self.token_ids, self.loss_mask, self.logprobs, role, self.ret, group=self.env_id, env_id=self.env_id,
                       episode_id=self.episode_id, truncated=self.context_truncated, adapter_version=self.adapter_version,
                       meta={'seed': self.seed, 'hint': self.hint, 'turns': self.turns, 'ended_by': self.ended_by},
                       temperature=self.temperature or 1.0)
+
+    def to_samples(self, role: str = 'agent') -> list[Sample]:
+        "The whole conversation as one sample or, played turn by turn, one sample per agent turn: the prompt it was generated from and its reply, each with the episode's return."
+        if self.messages is None: return [self.to_sample(role)]
+        meta = {'seed': self.seed, 'hint': self.hint, 'turns': self.turns, 'ended_by': self.ended_by}
+        return [Sample(p + r, [0] * len(p) + [1] * len(r), [0.0] * len(p) + lps, role, self.ret, group=self.env_id, env_id=self.env_id,
+                       episode_id=self.episode_id, truncated=self.context_truncated and k == len(self.turn_samples) - 1,
+                       adapter_version=self.adapter_version, meta={**meta, 'turn': k}, temperature=self.temperature or 1.0)
+                for k, (p, r, lps) in enumerate(self.turn_samples)]
 
 @dataclass
 class RolloutResult:
@@ -104,8 +116,7 @@ class RolloutResult:
     def training_samples(self, cfg: RolloutConfig | None = None) -> list[Sample]:
         "The agent's samples: no-hint episodes (and hinted ones when `train_on_hinted`), failed environments excluded."
         cfg = cfg or RolloutConfig()
-        return [e.to_sample() for e in self.episodes
-                if (not e.hint or cfg.train_on_hinted) and e.env_id not in self.failures]
+        return [s for e in self.episodes if (not e.hint or cfg.train_on_hinted) and e.env_id not in self.failures for s in e.to_samples()]
 
 # %% ../nbs/13_rollout.ipynb #62aa6435
 def _run(env: SandboxedEnv, seed: int, actions: Sequence[str]) -> list:
@@ -187,6 +198,7 @@ def audit(code: str, episodes: Sequence[Episode], n: int = 4, *, limits: Sandbox
 # %% ../nbs/13_rollout.ipynb #743a6abe
 def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, seed: int | None, failures: dict):
     "(play worker, episodes, ghosts, instance names, seeds dropped); the worker is None when the job failed (its reason in `failures`)."
+    from spade_nb.llm import per_turn
     try:
         certified = job.certified if job.certified is not None else certify_apart(job.code, job.seeds, limits)
         env = SandboxedEnv(job.code, limits)  # the play worker: solution() is never called in it
@@ -203,11 +215,13 @@ def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, se
             s, hinted, k = item
             obs, _ = env.reset(seed=s, instance=iid)
         except SandboxError as e: failures[job.env_id] = e.reason; break
-        try: ids = policy.chat_ids(first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None,
-                                                  demonstrations=cfg.demonstrations))
+        try:
+            msgs = first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None, demonstrations=cfg.demonstrations)
+            ids = policy.chat_ids(msgs)
         except Exception:  # an environment whose prompt cannot be rendered fails, not the run
             failures[job.env_id] = 'contract'; break
-        made[j] = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids), temperature=cfg.temperature)
+        made[j] = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids), temperature=cfg.temperature,
+                          messages=[dict(m) for m in msgs] if per_turn(policy) else None)
         names[id(made[j])] = (iid, [obs])
     items = [made[j] for j in sorted(made)]  # the episodes themselves stay in seed, arm, play order
     return (env, [x for x in items if isinstance(x, Episode)], [x for x in items if isinstance(x, _Ghost)], names,
@@ -216,6 +230,7 @@ def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, se
 # %% ../nbs/13_rollout.ipynb #fb7f59c4
 def _agent_turn(policy, e: Episode, c, env: SandboxedEnv, iid: str, rows: list, cfg: RolloutConfig, failures: dict) -> bool:
     e.adapter_version = c.adapter_version
+    if e.messages is not None: e.turn_samples.append((list(e.token_ids), list(c.token_ids), list(c.logprobs)))
     e.token_ids += c.token_ids; e.loss_mask += [1] * len(c.token_ids); e.logprobs += c.logprobs
     e.turns += 1
     if _dead(failures, e.env_id):  # its worker died during this turn
@@ -234,6 +249,13 @@ def _agent_turn(policy, e: Episode, c, env: SandboxedEnv, iid: str, rows: list, 
     rows.append([obs, r, term, trunc])
     if term or trunc: e.ended_by = 'env'; return False
     if e.turns >= cfg.max_turns: e.ended_by, e.turn_capped = 'cap', True; return False
+    if e.messages is not None:  # per-turn: the next prompt is the conversation rendered afresh
+        e.messages += [{'role': 'assistant', 'content': c.text}, observation_message(obs)]
+        ids = policy.chat_ids(e.messages)
+        if len(ids) >= policy.max_context:
+            e.ended_by, e.context_truncated = 'cap', True; return False
+        e.token_ids, e.loss_mask, e.logprobs = ids, [0] * len(ids), [0.0] * len(ids)
+        return True
     ids = policy.append_turn(e.token_ids, observation_message(obs))
     if len(ids) >= policy.max_context:
         e.ended_by, e.context_truncated = 'cap', True; return False

@@ -34,7 +34,7 @@ from .trainer import TrainerConfig
 __all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config',
            'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationMetrics', 'PendingDesign', 'DesignOutcome',
            'write_designs', 'admit_designs', 'repair_designs', 'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome',
-           'play_stage', 'episode_rows', 'score_stage', 'UpdateOutcome', 'agent_sample', 'update_stage',
+           'play_stage', 'episode_rows', 'score_stage', 'UpdateOutcome', 'agent_samples', 'update_stage',
            'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
@@ -541,19 +541,20 @@ class UpdateOutcome:
     buffer: list[PendingDesign]  # designer samples still waiting for the delay
     adapter_version: int | None
 
-def agent_sample(e, format_bonus: float = 0.0) -> Sample:
-    "An episode as a training sample; its reward plus `format_bonus` x the share of turns whose action parsed."
-    s = e.to_sample()
-    if format_bonus: s.reward = s.reward + format_bonus * (1 - e.parse_failures / max(1, e.turns))
-    return s
+def agent_samples(e, format_bonus: float = 0.0) -> list[Sample]:
+    "An episode's training samples (one, or one per turn where the template rewrites earlier turns); its reward plus `format_bonus` x the share of turns whose action parsed."
+    out = e.to_samples()
+    for s in out:
+        if format_bonus: s.reward = s.reward + format_bonus * (1 - e.parse_failures / max(1, e.turns))
+    return out
 
 def update_stage(trainer, policy, played: PlayOutcome, designed: DesignOutcome | None, buffer: list[PendingDesign],
                  cfg: RunConfig, it: int) -> UpdateOutcome:
     "Train on this iteration's agent samples and the buffered designer samples whose delay is up (with their staleness: the trainer corrects for it)."
     sp, res = cfg.selfplay, played.result
     buffer = buffer + [d for d in (designed.pending if designed else []) if d.reward is not None]
-    agent = [agent_sample(e, sp.format_bonus) for e in res.episodes
-             if (not e.hint or cfg.rollout.train_on_hinted) and e.env_id not in res.failures]
+    agent = [s for e in res.episodes if (not e.hint or cfg.rollout.train_on_hinted) and e.env_id not in res.failures
+             for s in agent_samples(e, sp.format_bonus)]
     due = [d for d in buffer if it - d.iteration >= sp.designer_delays.get(d.skill, sp.designer_delay)]  # each waits its skill's delay
     designer = [Sample(**{**d.sample, 'reward': d.reward, 'staleness': max(0, it - d.iteration)}) for d in due] if sp.train_designer else []
     buffer = [d for d in buffer if d not in due] if sp.train_designer else []

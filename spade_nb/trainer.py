@@ -70,12 +70,14 @@ def compute_advantages(samples: Sequence[Sample], *, designer_scale: float = 1.0
     out, stats = [], {'zero_variance_groups': 0, 'groups': len(groups), 'adv_abs_agent': 0.0, 'adv_abs_designer': 0.0}
     sums = defaultdict(list)
     for (role, _), ss in groups.items():
-        r = np.array([s.reward for s in ss], dtype=float)
-        if len(ss) < 2 or r.std() < eps:
+        units = defaultdict(list)  # an episode played turn by turn is one unit: its turns share its advantage
+        for s in ss: units[s.episode_id if 'turn' in s.meta else id(s)].append(s)
+        r = np.array([u[0].reward for u in units.values()], dtype=float)
+        if len(units) < 2 or r.std() < eps:
             stats['zero_variance_groups'] += 1; continue
         adv = (r - r.mean()) / (r.std() + eps) if role == 'agent' else (r - r.mean()) * designer_scale
-        for s, a in zip(ss, adv):
-            out.append(Sample(**{**s.to_dict(), 'advantage': float(a)}))
+        for u, a in zip(units.values(), adv):
+            out.extend(Sample(**{**s.to_dict(), 'advantage': float(a)}) for s in u)
             sums[role].append(abs(float(a)))
     for role in ('agent', 'designer'): stats[f'adv_abs_{role}'] = float(np.mean(sums[role])) if sums[role] else 0.0
     return out, stats

@@ -56,3 +56,27 @@ def test_single_gpu_preset_runs_scaled_down(tmp_path, tiny_model_dir, capsys, qu
     assert (run_dir/'plots'/'heldout.png').is_file()
     prov = json.loads((run_dir/'provenance.json').read_text())
     assert prov['model'] == str(tiny_model_dir) and prov['model_sha256'] is None
+
+
+@pytest.fixture(scope='module')
+def tiny_qwen3_dir(tmp_path_factory):
+    from spade_nb.llm import tiny_qwen3_policy
+    d = tmp_path_factory.mktemp('tiny-qwen3')
+    pol = tiny_qwen3_policy(max_context=4096)
+    pol.model.save_pretrained(d)
+    pol.tokenizer.save_pretrained(d)
+    return d
+
+
+def test_single_gpu_preset_runs_scaled_down_on_a_random_qwen3(tmp_path, tiny_qwen3_dir, capsys):
+    "The preset's own model family: Qwen3's tokenizer and hybrid thinking template, a random Qwen3 of the real architecture (scaled down)."
+    run_dir = tmp_path/'run'
+    argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(run_dir), '--set', f'llm.model={tiny_qwen3_dir}']
+    for s in SCALE_DOWN: argv += ['--set', s]
+    assert main(argv) == 0, capsys.readouterr().err
+    run = Run.load(run_dir)
+    (row,) = run.metrics
+    assert row['designs'] == 2 and math.isfinite(row['loss_agent']) and row['agent_samples'] > 0
+    assert row['heldout_episodes'] == 2 + 16
+    eps = run.transcripts(0, 'episodes')
+    assert eps and any(r.get('turns', 0) == 2 for r in eps)  # multi-turn episodes on a template that rewrites earlier turns
