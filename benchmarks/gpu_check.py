@@ -1,0 +1,244 @@
+"""What only a GPU can tell about the single-gpu preset, measured with random-initialised models of the real shapes.
+
+Nothing is downloaded: the models are built from config dimensions (Qwen3-4B-Instruct-2507; one layer of
+Qwen3-30B-A3B), the tokenizer is the Qwen3 one that ships with spade_nb. Sections, each printed beside the
+preset's figure it checks (a section whose dependency is missing says so and is skipped):
+
+1. env         torch, CUDA device, bf16, and which optional packages are installed (vllm, bitsandbytes, flash-attn)
+2. generation  HF backend tokens/s at the preset's batch (llm.batch_size), and what that means for an iteration
+3. trainer     training tokens/s and peak GPU memory: LoRA and QLoRA nf4, gradient checkpointing on and off
+4. moe         one Qwen3-30B-A3B layer: forward and backward tokens/s and peak memory (when memory allows)
+5. selfplay    one iteration of the single-gpu preset, counts scaled down, on the real-shape random Qwen3 in bf16
+
+About 8 minutes on one H200. `--dry-run` runs every section with tiny shapes on the CPU in under a minute
+(CI does): it checks the script, not the figures.
+
+    python benchmarks/gpu_check.py [--dry-run] [--sections env,generation,trainer,moe,selfplay] [--json out.json]
+"""
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+QWEN3_4B = dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+                head_dim=128, max_position_embeddings=40960, rope_theta=5e6, tie_word_embeddings=True)
+QWEN3_30B_A3B_LAYER = dict(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8,
+                           num_hidden_layers=1, num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=40960)
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            max_position_embeddings=4096, tie_word_embeddings=True)
+TINY_MOE = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, num_hidden_layers=1,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096)
+# the scaled-down run: only counts and lengths change (as in tests/test_presets.py)
+SCALE_DOWN = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.seeds_per_env=1',
+              'selfplay.plays=1', 'selfplay.eval_seeds=1', 'selfplay.heldout_instances=4', 'selfplay.designer_delay=0',
+              'designer.max_new_tokens=64', 'designer.document_tokens=256', 'hints.max_new_tokens=16', 'rollout.max_turns=2',
+              'rollout.max_new_tokens=32', 'llm.max_context=8192', 'trainer.micro_batch_tokens=8192', 'trainer.max_seq_len=8192']
+
+
+class Check:
+    "The figures of one run, printed as they come and kept for --json."
+    def __init__(self, dry: bool):
+        self.dry, self.figures, self.status = dry, {}, {}
+
+    def say(self, section: str, text: str, **figures):
+        print(f'[{section}] {text}', flush=True)
+        self.figures.setdefault(section, {}).update(figures)
+
+
+def device_and_dtype(dry: bool):
+    import torch
+    if dry or not torch.cuda.is_available(): return 'cpu', torch.float32
+    return 'cuda', torch.bfloat16
+
+
+def peak_gb(device: str) -> float | None:
+    import torch
+    return torch.cuda.max_memory_allocated() / 2**30 if device == 'cuda' else None
+
+
+def peak_text(device: str) -> str:
+    p = peak_gb(device)
+    return 'peak GPU memory n/a on the CPU' if p is None else f'peak {p:.1f} GiB'
+
+
+def reset_peak(device: str):
+    import gc
+    import torch
+    gc.collect()
+    if device == 'cuda': torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
+
+
+def qwen3_model(shape: dict, dtype, device: str, seed: int = 0):
+    import torch
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+    from spade_nb.llm import qwen3_tokenizer_path
+    tok = AutoTokenizer.from_pretrained(qwen3_tokenizer_path())
+    cfg = Qwen3Config(vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **shape)
+    torch.manual_seed(seed)
+    with torch.device(device): model = Qwen3ForCausalLM(cfg).to(dtype)
+    return model, tok
+
+
+def section_env(ck: Check, preset):
+    import importlib.util
+    import torch
+    dev, dtype = device_and_dtype(ck.dry)
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'
+    total = torch.cuda.get_device_properties(0).total_memory / 2**30 if torch.cuda.is_available() else None
+    have = {m: importlib.util.find_spec(m) is not None for m in ('vllm', 'bitsandbytes', 'flash_attn', 'peft', 'transformers')}
+    ck.say('env', f'torch {torch.__version__}, CUDA device: {name}' + (f' ({total:.0f} GiB)' if total else '') +
+           f', bf16: {torch.cuda.is_available() and torch.cuda.is_bf16_supported()}, running on {dev} in {str(dtype)[6:]}',
+           torch=torch.__version__, device=name, total_gib=total)
+    ck.say('env', 'installed: ' + ', '.join(f'{m} {"yes" if v else "NO"}' for m, v in have.items()), **have)
+    if not ck.dry and dev == 'cpu': ck.say('env', 'no CUDA device: the figures below are CPU figures (use --dry-run on a CPU)')
+
+
+def section_generation(ck: Check, preset):
+    from spade_nb.llm import HFPolicy, SamplingParams
+    dev, dtype = device_and_dtype(ck.dry)
+    model, tok = qwen3_model(TINY if ck.dry else QWEN3_4B, dtype, dev)
+    batch = 4 if ck.dry else preset.llm.batch_size
+    prompt_len, new = (32, 8) if ck.dry else (2048, 256)
+    pol = HFPolicy(model, tok, max_context=prompt_len + new + 8, batch_size=batch, name='qwen3-random')
+    import numpy as np
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(100, 100000, prompt_len).tolist() for _ in range(batch)]
+    params = SamplingParams(temperature=1.0, max_new_tokens=new, seed=0)
+    pol.generate(prompts[:1], params.replace(max_new_tokens=2))  # warm-up
+    reset_peak(dev)
+    t = time.perf_counter()
+    outs = pol.generate(prompts, params)
+    secs = time.perf_counter() - t
+    toks = sum(len(c.token_ids) for (c,) in outs)
+    rate = toks / secs
+    ro, sp = preset.rollout, preset.selfplay
+    episodes = sp.replay_envs * sp.seeds_per_env * sp.plays * 2  # both arms of every seed
+    turn_tokens = episodes * ro.max_turns * ro.max_new_tokens
+    ck.say('generation', f'HF backend, batch {batch}, prompts of {prompt_len} tokens, {new} new: {toks} tokens in {secs:.1f} s = '
+           f'{rate:.0f} tokens/s, {peak_text(dev)}', tokens_per_s=rate, batch=batch, peak_gib=peak_gb(dev))
+    ck.say('generation', f'preset: up to {episodes} episodes x {ro.max_turns} turns x {ro.max_new_tokens} tokens = {turn_tokens:,} agent tokens '
+           f'an iteration (llm.batch_size {preset.llm.batch_size}); at this rate up to {turn_tokens / rate / 60:.0f} min of generation an '
+           f'iteration, {preset.selfplay.iterations} iterations up to {turn_tokens / rate * preset.selfplay.iterations / 3600:.0f} h '
+           f'(an upper bound: episodes end early; vLLM is the preset\'s faster path)', iteration_agent_tokens=turn_tokens)
+
+
+def section_trainer(ck: Check, preset):
+    import importlib.util
+    import numpy as np
+    from spade_nb.core import Sample
+    from spade_nb.llm import LLMConfig, load_policy
+    from spade_nb.trainer import Trainer
+    dev, dtype = device_and_dtype(ck.dry)
+    model, tok = qwen3_model(TINY if ck.dry else QWEN3_4B, dtype, 'cpu' if ck.dry else dev)
+    work = Path(tempfile.mkdtemp(prefix='gpu-check-'))
+    try:
+        model.save_pretrained(work); tok.save_pretrained(work)
+        del model
+        seqs, length = (2, 64) if ck.dry else (4, 4096)
+        rng = np.random.default_rng(0)
+        prompt = length // 4
+        samples = [Sample(rng.integers(100, 100000, length).tolist(), [0] * prompt + [1] * (length - prompt),
+                          [0.0] * prompt + [-1.0] * (length - prompt), 'agent', float(i % 2), 'g') for i in range(seqs)]
+        for quant in ('none', 'nf4'):
+            if quant == 'nf4' and not importlib.util.find_spec('bitsandbytes'):
+                ck.say('trainer', 'nf4: skipped (bitsandbytes is not installed)'); continue
+            for gc in (True, False):
+                reset_peak(dev)
+                pol = load_policy(LLMConfig(model=str(work), quantization=quant, dtype='float32' if ck.dry else 'bfloat16', device=dev))
+                cfg = preset.trainer.replace(gradient_checkpointing=gc, micro_batch_tokens=seqs * length, max_seq_len=length)
+                tr = Trainer(pol, cfg)
+                tr.train_step(samples)  # warm-up
+                t = time.perf_counter()
+                tr.train_step(samples)
+                secs = time.perf_counter() - t
+                key = f'{"qlora_nf4" if quant == "nf4" else "lora"}_{"ckpt" if gc else "nockpt"}'
+                ck.say('trainer', f'{key}: {seqs} x {length} tokens a step in {secs:.2f} s = {seqs * length / secs:.0f} tokens/s, '
+                       f'{peak_text(dev)} (preset: micro_batch_tokens {preset.trainer.micro_batch_tokens}, '
+                       f'max_seq_len {preset.trainer.max_seq_len}, checkpointing {preset.trainer.gradient_checkpointing})',
+                       **{f'{key}_tokens_per_s': seqs * length / secs, f'{key}_peak_gib': peak_gb(dev)})
+                del tr, pol
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def section_moe(ck: Check, preset):
+    import torch
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    dev, dtype = device_and_dtype(ck.dry)
+    shape = TINY_MOE if ck.dry else QWEN3_30B_A3B_LAYER
+    reset_peak(dev)
+    torch.manual_seed(0)
+    with torch.device(dev): model = Qwen3MoeForCausalLM(Qwen3MoeConfig(vocab_size=151936, **shape)).to(dtype)
+    length = 64 if ck.dry else 4096
+    ids = torch.randint(100, 100000, (1, length), device=dev)
+    model(input_ids=ids).logits.float().mean().backward()  # warm-up
+    model.zero_grad(set_to_none=True)
+    t = time.perf_counter()
+    model(input_ids=ids).logits.float().mean().backward()
+    if dev == 'cuda': torch.cuda.synchronize()
+    secs = time.perf_counter() - t
+    ck.say('moe', f'one Qwen3-30B-A3B layer ({shape["num_experts"]} experts, {shape["num_experts_per_tok"]} active), full fine-tuning, '
+           f'{length} tokens forward and backward in {secs:.2f} s = {length / secs:.0f} tokens/s, {peak_text(dev)} '
+           f'(48 such layers make the 30B model: the multi-GPU preset shards them)', moe_layer_tokens_per_s=length / secs,
+           moe_layer_peak_gib=peak_gb(dev))
+
+
+def section_selfplay(ck: Check, preset):
+    from spade_nb.cli import main
+    from spade_nb.selfplay import Run
+    dev, dtype = device_and_dtype(ck.dry)
+    model, tok = qwen3_model(TINY if ck.dry else QWEN3_4B, dtype, 'cpu' if ck.dry else dev)
+    work = Path(tempfile.mkdtemp(prefix='gpu-check-run-'))
+    try:
+        model.save_pretrained(work/'model'); tok.save_pretrained(work/'model')
+        del model
+        argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(work/'run'), '--set', f'llm.model={work/"model"}']
+        for s in SCALE_DOWN + (['llm.dtype=float32', 'llm.device=cpu', 'llm.batch_size=8'] if ck.dry else []): argv += ['--set', s]
+        t = time.perf_counter()
+        code = main(argv)
+        secs = time.perf_counter() - t
+        if code != 0: raise RuntimeError(f'spade selfplay exited with {code}')
+        (row,) = Run.load(work/'run').metrics
+        stages = {k[8:]: round(v, 1) for k, v in row.items() if k.startswith('seconds_')}
+        ck.say('selfplay', f'one scaled-down single-gpu iteration in {secs:.0f} s, stages {stages}, loss_agent {row.get("loss_agent")}',
+               selfplay_seconds=secs, stages=stages)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+SECTIONS = {'env': section_env, 'generation': section_generation, 'trainer': section_trainer, 'moe': section_moe,
+            'selfplay': section_selfplay}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--dry-run', action='store_true', help='tiny shapes on the CPU: checks the script in under a minute')
+    ap.add_argument('--sections', default=','.join(SECTIONS), help='comma-separated, from: ' + ', '.join(SECTIONS))
+    ap.add_argument('--json', help='also write the figures to this file')
+    a = ap.parse_args()
+    from spade_nb.selfplay import load_config
+    preset = load_config('single-gpu')
+    ck = Check(a.dry_run)
+    t0 = time.perf_counter()
+    for name in a.sections.split(','):
+        if name not in SECTIONS: sys.exit(f'unknown section {name!r}; sections: {", ".join(SECTIONS)}')
+        t = time.perf_counter()
+        try:
+            SECTIONS[name](ck, preset); ck.status[name] = 'ok'
+        except ImportError as e:
+            ck.status[name] = f'skipped: {e}'; print(f'[{name}] skipped: {e}')
+        except Exception as e:  # one section failing does not stop the others
+            ck.status[name] = f'failed: {type(e).__name__}: {e}'; traceback.print_exc(); print(f'[{name}] FAILED: {e}')
+        print(f'[{name}] {time.perf_counter() - t:.0f} s', flush=True)
+    print(f'gpu_check: {"dry run, " if a.dry_run else ""}{time.perf_counter() - t0:.0f} s; ' +
+          ', '.join(f'{k} {v}' for k, v in ck.status.items()))
+    if a.json: Path(a.json).write_text(json.dumps({'dry_run': a.dry_run, 'status': ck.status, 'figures': ck.figures}, indent=1, default=str))
+    return 0 if all(v == 'ok' or v.startswith('skipped') for v in ck.status.values()) else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
