@@ -29,14 +29,17 @@ SCALE_DOWN = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'self
               'trainer.max_seq_len=4096']
 
 
-@pytest.fixture(scope='module')
-def tiny_model_dir(tmp_path_factory):
-    from spade_nb.llm import tiny_policy
-    d = tmp_path_factory.mktemp('tiny-model')
-    pol = tiny_policy(max_context=4096)
+def _saved(pol, d):
+    "A model folder, as a user's would be: weights, tokenizer and chat template."
     pol.model.save_pretrained(d)
     pol.tokenizer.save_pretrained(d)
     return d
+
+
+@pytest.fixture(scope='module')
+def tiny_model_dir(tmp_path_factory):
+    from spade_nb.llm import tiny_policy
+    return _saved(tiny_policy(max_context=4096), tmp_path_factory.mktemp('tiny-model'))
 
 
 @pytest.mark.parametrize('quantization', ['none', 'nf4'])  # LoRA as the preset says, and QLoRA as its comment offers
@@ -61,11 +64,7 @@ def test_single_gpu_preset_runs_scaled_down(tmp_path, tiny_model_dir, capsys, qu
 @pytest.fixture(scope='module')
 def tiny_qwen3_dir(tmp_path_factory):
     from spade_nb.llm import tiny_qwen3_policy
-    d = tmp_path_factory.mktemp('tiny-qwen3')
-    pol = tiny_qwen3_policy(max_context=4096)
-    pol.model.save_pretrained(d)
-    pol.tokenizer.save_pretrained(d)
-    return d
+    return _saved(tiny_qwen3_policy(max_context=4096), tmp_path_factory.mktemp('tiny-qwen3'))
 
 
 def test_single_gpu_preset_runs_scaled_down_on_a_random_qwen3(tmp_path, tiny_qwen3_dir, capsys):
