@@ -8,7 +8,8 @@ preset's figure it checks (a section whose dependency is missing says so and is 
 2. generation  HF backend tokens/s at the preset's batch (llm.batch_size), and what that means for an iteration
 3. trainer     training tokens/s and peak GPU memory: LoRA and QLoRA nf4, gradient checkpointing on and off
 4. moe         one Qwen3-30B-A3B layer: forward and backward tokens/s and peak memory (when memory allows)
-5. selfplay    one iteration of the single-gpu preset, counts scaled down, on the real-shape random Qwen3 in bf16
+5. selfplay    one iteration of the single-gpu preset, counts scaled down, on the real-shape random Qwen3 in bf16, on the
+               preset's backend (vLLM) where vLLM is installed, else on its documented fallback (HF), saying which
 
 About 8 minutes on one H200. `--dry-run` runs every section with tiny shapes on the CPU in under a minute
 (CI does): it checks the script, not the figures.
@@ -196,7 +197,10 @@ def section_selfplay(ck: Check, preset):
     try:
         model.save_pretrained(work/'model'); tok.save_pretrained(work/'model')
         del model
-        argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(work/'run'), '--set', f'llm.model={work/"model"}']
+        from spade_nb.engines import _has
+        backend = 'vllm' if _has('vllm') and not ck.dry else 'hf'  # the dry run's tiny shapes are below vLLM's CPU kernels (head_dim >= 32)
+        argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(work/'run'), '--set', f'llm.model={work/"model"}',
+                '--set', f'llm.backend={backend}']
         for s in SCALE_DOWN + (['llm.dtype=float32', 'llm.device=cpu', 'llm.batch_size=8'] if ck.dry else []): argv += ['--set', s]
         t = time.perf_counter()
         code = main(argv)
@@ -204,8 +208,9 @@ def section_selfplay(ck: Check, preset):
         if code != 0: raise RuntimeError(f'spade selfplay exited with {code}')
         (row,) = Run.load(work/'run').metrics
         stages = {k[8:]: round(v, 1) for k, v in row.items() if k.startswith('seconds_')}
-        ck.say('selfplay', f'one scaled-down single-gpu iteration in {secs:.0f} s, stages {stages}, loss_agent {row.get("loss_agent")}',
-               selfplay_seconds=secs, stages=stages)
+        why = '' if backend == 'vllm' else (' (the fallback: vllm is not installed)' if not ck.dry else ' (dry run)')
+        ck.say('selfplay', f'one scaled-down single-gpu iteration on the {backend} backend{why} in {secs:.0f} s, stages {stages}, '
+               f'loss_agent {row.get("loss_agent")}', selfplay_seconds=secs, stages=stages, backend=backend)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

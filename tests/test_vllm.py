@@ -155,14 +155,13 @@ def test_a_selfplay_iteration_on_the_openai_backend(server, tmp_path):
 
 
 def test_the_single_gpu_preset_on_a_random_qwen3_on_the_vllm_backend(tmp_path, capsys):
-    "`spade selfplay --preset single-gpu` on the vLLM backend, the model swapped for a random Qwen3 (head_dim 32: the CPU attention kernels take no less)."
+    "`spade selfplay --preset single-gpu` on its own backend, vLLM, the model swapped for a random Qwen3 (head_dim 32: the CPU attention kernels take no less)."
     require('vllm')
     from spade_nb.cli import main
     from spade_nb.llm import tiny_qwen3_policy
     from test_presets import SCALE_DOWN, _saved
     model = _saved(tiny_qwen3_policy(max_context=4096, hidden_size=128), tmp_path/'qwen3')
-    argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(tmp_path/'run'), '--set', f'llm.model={model}', '--set', 'llm.backend=vllm',
-            '--set', 'llm.dtype=float32']
+    argv = ['selfplay', '--preset', 'single-gpu', '--run-dir', str(tmp_path/'run'), '--set', f'llm.model={model}', '--set', 'llm.dtype=float32']
     for s in SCALE_DOWN: argv += ['--set', s]
     assert main(argv) == 0, capsys.readouterr().err
     from spade_nb.selfplay import Run
