@@ -85,17 +85,24 @@ class EnginePolicy(HFPolicy):
         self.model.save_pretrained(str(folder), selected_adapters=[role])
         path = folder if role == 'default' else folder/role  # peft saves a named adapter in a sub-folder
         self._register(name, self._ids, path)
-        if have: self._retire(*have)
+        if have: self._retire(have[1], have[2])
         self._loaded[role] = (version, name, folder)
         return name
 
-    def _retire(self, version: int, name: str, folder: Path):
+    def _retire(self, name: str, folder: Path):
         self._unregister(name)
         shutil.rmtree(folder, ignore_errors=True)
+
+    def close(self):
+        "Unload every adapter version the engine holds, remove their folders, and let the engine go."
+        for _, name, folder in list(self._loaded.values()): self._retire(name, folder)
+        self._loaded.clear()
+        self._shutdown()
 
     # the engine's part
     def _register(self, name: str, uid: int, path: Path): raise NotImplementedError
     def _unregister(self, name: str): pass
+    def _shutdown(self): pass
     def _engine_generate(self, jobs: list[tuple[list[int], int, int]], params: SamplingParams, adapter: str | None):
         "For each job (prompt ids, token cap, seed or None), `params.n` pairs (generated ids, behaviour log-probs)."
         raise NotImplementedError
@@ -156,7 +163,7 @@ class VLLMPolicy(EnginePolicy):
             if cfg.engine.multiprocessing is False: os.environ['VLLM_ENABLE_V1_MULTIPROCESSING'] = '0'
             from vllm import LLM
             llm = LLM(**_vllm_kwargs(cfg.replace(max_context=self.max_context), path, 'cuda' if self.on_gpu else 'cpu'))
-        self.llm, self._requests, self._asleep = llm, {}, False
+        self.llm, self._requests = llm, {}
 
     def _register(self, name, uid, path):
         from vllm.lora.request import LoRARequest
@@ -166,6 +173,10 @@ class VLLMPolicy(EnginePolicy):
         req = self._requests.pop(name, None)
         if req is not None:
             with contextlib.suppress(Exception): self.llm.llm_engine.remove_lora(req.lora_int_id)
+
+    def _shutdown(self):
+        with contextlib.suppress(Exception): self.llm.llm_engine.engine_core.shutdown()
+        self.llm = None
 
     def _sampling(self, params: SamplingParams, cap: int, seed: int | None):
         from vllm import SamplingParams as VSP
@@ -186,9 +197,9 @@ class VLLMPolicy(EnginePolicy):
         "While the trainer runs: the engine asleep on a GPU (its weights and KV cache freed), nothing on a CPU."
         if not (self.on_gpu and self.cfg.engine.sleep):
             yield; return
-        self.llm.sleep(level=1); self._asleep = True
+        self.llm.sleep(level=1)
         try: yield
-        finally: self.llm.wake_up(); self._asleep = False
+        finally: self.llm.wake_up()
 
 # %% ../nbs/02a_engines.ipynb #74389728
 class ServerError(RuntimeError):
@@ -267,9 +278,7 @@ class OpenAIPolicy(EnginePolicy):
     def _engine_generate(self, jobs, params, adapter):
         return list(self._pool.map(lambda kj: self._request(kj[0], kj[1], params, adapter), enumerate(jobs)))
 
-    def close(self):
-        for _, name, folder in list(self._loaded.values()): self._retire(0, name, folder)
-        self._loaded.clear(); self._pool.shutdown(wait=False)
+    def _shutdown(self): self._pool.shutdown(wait=False)
 
 # %% ../nbs/02a_engines.ipynb #0bb914c3
 def engine_policy(hf: HFPolicy, cfg: LLMConfig, path: str) -> EnginePolicy:
@@ -279,15 +288,6 @@ def engine_policy(hf: HFPolicy, cfg: LLMConfig, path: str) -> EnginePolicy:
     check_backend(cfg)
     if cfg.gguf_file: raise ValueError('llm.gguf_file: the vllm backend loads a model folder; convert the GGUF file first')
     return VLLMPolicy(hf, cfg, path)
-
-def _vllm_close(self: VLLMPolicy):
-    "Forget the engine's adapters and let the engine go."
-    for _, name, folder in list(self._loaded.values()): self._retire(0, name, folder)
-    self._loaded.clear()
-    with contextlib.suppress(Exception): self.llm.llm_engine.engine_core.shutdown()
-    self.llm = None
-
-VLLMPolicy.close = _vllm_close
 
 # %% ../nbs/02a_engines.ipynb #75cac516
 def logprob_gap(policy: HFPolicy, prompts, outs, *, temperature: float = 1.0, top_p: float = 1.0, use_adapter: bool = True) -> float:
