@@ -98,20 +98,14 @@ def _play(args) -> int:
     from pathlib import Path
     from spade_nb.protocol import parse_action
     from spade_nb.sandbox import SandboxedEnv
-    from spade_nb.seeds import seed_sources
+    from spade_nb.widgets import env_source
+    memory = None
     if args.memory:
         from spade_nb.memory import EnvMemory
         if not Path(args.memory).is_file(): raise FileNotFoundError(f'memory not found: {args.memory}')
         if not args.env.isdigit(): raise ValueError(f'with --memory, the environment is an id from `spade memory list`, got {args.env!r}')
-        code = EnvMemory(args.memory).get(int(args.env)).code
-    elif args.env in seed_sources(): code = seed_sources()[args.env]
-    elif args.env.startswith('rg:'):
-        from spade_nb.heldout import rg_env_source
-        try: code = rg_env_source(args.env[3:])
-        except ConfigError as e: raise ValueError(e.msg) from None  # not a config key here: the dataset named on the command line
-    elif Path(args.env).is_file(): code = Path(args.env).read_text()
-    else: raise FileNotFoundError(f'no seed environment or file named {args.env!r} (seed environments: {", ".join(seed_sources())}; '
-                                  'reasoning-gym datasets as rg:<dataset>)')
+        memory = EnvMemory(args.memory)
+    code, _ = env_source(int(args.env) if memory else args.env, memory)
     with SandboxedEnv(code) as env:
         obs, _ = env.reset(seed=args.seed)
         print(f'{env.class_name} ({env.kind}), seed {args.seed}. Type your action; for a ToolEnv a tool call as JSON or \\boxed{{answer}}; Ctrl-D quits.')
