@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -43,7 +44,9 @@ def env_source(source, memory: EnvMemory | None = None) -> tuple[str, str]:
         if Path(name).is_file(): return Path(name).read_text(), Path(name).name
         raise FileNotFoundError(f'no seed environment or file named {name!r} (seed environments: {", ".join(seed_sources())}; '
                                 'reasoning-gym datasets as rg:<dataset>)')
-    if isinstance(source, str): return source, 'code'
+    if isinstance(source, str):
+        m = re.search(r'^class\s+(\w+)\s*\(', source, re.M)
+        return source, m.group(1) if m else 'code'
     raise TypeError(f'an environment is a record, a name, a path or code, got {type(source).__name__}')
 
 # %% ../nbs/17_widgets.ipynb #140b752a
@@ -65,9 +68,10 @@ def _coerce(value: str, schema: dict):
 class EnvPlayer(W.VBox):
     "Play an environment turn by turn through the sandbox; the model can play a turn too."
     def __init__(self, source, *, seed: int = 0, policy=None, memory: EnvMemory | None = None, limits=None,
-                 max_new_tokens: int = 256, temperature: float = 0.0):
+                 max_new_tokens: int = 256, temperature: float = 0.0, demonstrations: int = 0):
         self.code, self.label = env_source(source, memory)
         self._policy, self.limits, self.max_new_tokens, self.temperature = policy, limits, max_new_tokens, temperature
+        self.demonstrations = demonstrations  # worked examples of the action format before the first observation (small models)
         self.env, self.turns, self.rewards, self.ended_by = None, [], [], None
         self.seed_box = W.IntText(value=seed, description='seed', layout=W.Layout(width='170px'))
         self.reset_button, self.hint_button = W.Button(description='reset'), W.Button(description='show hint')
@@ -106,7 +110,7 @@ def _reset(self: EnvPlayer, seed: int | None = None):
         self.transcript.value = _pre(f'the environment failed: {e}', '#b00')
         self._show(); return
     self.observation = obs
-    self.messages = first_messages(self.env.kind, obs, tools=self.env.tools)
+    self.messages = first_messages(self.env.kind, obs, tools=self.env.tools, demonstrations=self.demonstrations)
     self.transcript.value = _pre(obs)
     self._show()
 
