@@ -246,6 +246,7 @@ class MemoryBrowser(W.VBox):
     "Browse an environment memory: filters, an environment's code, provenance, scores and rejected siblings; play it."
     def __init__(self, source, *, corpus=None, policy=None):
         self.memory, self.corpus, self._policy, self.player = _open_memory(source), corpus, policy, None
+        self.run_dir = Path(source) if not isinstance(source, EnvMemory) and Path(source).is_dir() else None
         self.rows = _entries(self.memory)
         its = [r['iteration'] for r in self.rows] or [0]
         verdicts = sorted({r['verdict'] for r in self.rows} - {'admitted', 'evicted'})
@@ -286,13 +287,22 @@ def _refilter(self: MemoryBrowser):
 MemoryBrowser.matches, MemoryBrowser.refilter = _matches, _refilter
 
 # %% ../nbs/17_widgets.ipynb #03389d8a
+def _run_corpus(self: MemoryBrowser):
+    "The corpus the run drew from, when it is the embedded one (a file corpus may be large: pass `corpus=`)."
+    if self.corpus is None and self.run_dir is not None and (self.run_dir/'config.yaml').is_file():
+        from spade_nb.corpus import Corpus
+        from spade_nb.selfplay import RunConfig
+        if RunConfig.from_yaml(self.run_dir/'config.yaml').selfplay.corpus == 'embedded': self.corpus = Corpus.embedded()
+    return self.corpus
+
 def _document(self: MemoryBrowser, prov: dict | None) -> str:
+    "The grounding document: its provenance, and its text when the corpus is at hand."
     if not prov: return 'no grounding document (a seed, an import, or the no-corpus ablation)'
     text = f"{prov.get('source')} · id {prov.get('id')} · sha256 {str(prov.get('sha256'))[:12]}"
-    if self.corpus is not None:
-        doc = next((d for d in self.corpus if d.sha256 == prov.get('sha256')), None)
-        text += '\n\n' + (doc.text if doc is not None else '(not in the corpus given)')
-    return text
+    corpus = self._run_corpus()
+    if corpus is None: return text + '\n(pass corpus= to see its text)'
+    doc = next((d for d in corpus if d.sha256 == prov.get('sha256')), None)
+    return text + '\n\n' + (doc.text if doc is not None else '(not in the corpus given)')
 
 def _siblings(self: MemoryBrowser, prov: dict | None, key) -> list[dict]:
     "The rejected designs written from the same document."
@@ -300,7 +310,7 @@ def _siblings(self: MemoryBrowser, prov: dict | None, key) -> list[dict]:
     return [x for x in self.memory.rejected() if x['provenance'] and json.loads(x['provenance']).get('sha256') == prov['sha256']
             and ('rejected', x['id']) != key]
 
-MemoryBrowser._document, MemoryBrowser.siblings = _document, _siblings
+MemoryBrowser._run_corpus, MemoryBrowser._document, MemoryBrowser.siblings = _run_corpus, _document, _siblings
 
 # %% ../nbs/17_widgets.ipynb #97e5037d
 def _show_entry(self: MemoryBrowser):
