@@ -329,18 +329,18 @@ class EnvMemory:
         self._cache = None
 
     def value(self, rec: EnvRecord, iteration: int, decay: float = 0.9) -> float:
-        "Eviction value: the lower end of the latest regret interval, decayed by staleness (unscored: 0)."
+        "Eviction value: the lower end of the latest regret interval, decayed by staleness (unscored: 0); staleness never raises a value."
         lo = rec.regret_lo if rec.regret_lo is not None else (rec.regret if rec.regret is not None else 0.0)
         stale = max(0, iteration - (rec.last_played if rec.last_played is not None else rec.iteration))
-        return lo * decay ** stale
+        return lo * decay ** stale if lo > 0 else lo  # decaying a negative value would raise it: a stale bad environment would outlive a fresh one
 
     def evict(self, iteration: int) -> list[int]:
-        "Mark the lowest-value unprotected records as evicted until the memory is within capacity."
+        "Mark the lowest-value unprotected records as evicted until the memory is within capacity; records never played go last (a new design gets its first play)."
         over = len(self) - self.capacity
         if over <= 0: return []
         recs = [self._record(r) for r in self.db.execute(
             f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND protected = 0')]
-        victims = [r.id for r in sorted(recs, key=lambda r: (self.value(r, iteration), r.id))[:over]]
+        victims = [r.id for r in sorted(recs, key=lambda r: (r.last_played is None, self.value(r, iteration), r.id))[:over]]
         with self._tx():
             self.db.executemany('UPDATE envs SET evicted_at = ? WHERE id = ?', [(iteration, v) for v in victims])
         self._recount()
