@@ -179,13 +179,14 @@ class EnvMemory:
         self._live = self.db.execute('SELECT count(*) FROM envs WHERE evicted_at IS NULL').fetchone()[0]
 
     def close(self): self.db.close()
+
     def __enter__(self): return self
+
     def __exit__(self, *exc): self.close()
 
     def _tx(self):
         return _Tx(self.db)
 
-    # -- reading --------------------------------------------------------------------------------------------
     def __len__(self) -> int:
         "Live (not evicted) environments; kept as a counter, refreshed by every write of this handle."
         return self._live
@@ -217,231 +218,217 @@ class EnvMemory:
         cols = ['id', 'sha256', 'code', 'reason', 'details', 'skill', 'provenance', 'iteration']
         return [dict(zip(cols, r)) for r in self.db.execute(f'SELECT {", ".join(cols)} FROM rejected ORDER BY id')]
 
-    # -- writing --------------------------------------------------------------------------------------------
-    def _find_duplicate(self, rec: EnvRecord) -> int | None:
-        for col in ('sha256', 'structural_fp', 'behavioural_fp'):
-            val = getattr(rec, col)
-            if val is None: continue
-            row = self.db.execute(f'SELECT id FROM envs WHERE {col} = ? AND evicted_at IS NULL LIMIT 1', (val,)).fetchone()
-            if row: return row[0]
-        return None
+class _Tx:
+    "One transaction: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."
+    def __init__(self, db): self.db = db
+    def __enter__(self): self.db.execute('BEGIN IMMEDIATE'); return self.db
+    def __exit__(self, exc_type, *_):
+        self.db.execute('ROLLBACK' if exc_type else 'COMMIT')
 
-    def add(self, rec: EnvRecord, *, protected: bool = False) -> tuple[int, bool]:
-        "Insert `rec` unless it duplicates a live record (exact, structural or behavioural): (id, is_new)."
-        dup = self._find_duplicate(rec)
-        if dup is not None: return dup, False
-        mh = minhash(rec.code)
-        bands = _bands(mh)
-        near = self._near_duplicate(mh, bands)
-        rec.near_duplicate_of = near
-        vals = [json.dumps(rec.provenance) if c == 'provenance' and rec.provenance is not None else
-                json.dumps([asdict(r) for r in rec.replays]) if c == 'replays' else getattr(rec, c) for c in _COLS]
+# %% ../nbs/12_memory.ipynb #de620a45
+def _find_duplicate(self: EnvMemory, rec: EnvRecord) -> int | None:
+    for col in ('sha256', 'structural_fp', 'behavioural_fp'):
+        val = getattr(rec, col)
+        if val is None: continue
+        row = self.db.execute(f'SELECT id FROM envs WHERE {col} = ? AND evicted_at IS NULL LIMIT 1', (val,)).fetchone()
+        if row: return row[0]
+    return None
+
+def _add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[int, bool]:
+    "Insert `rec` unless it duplicates a live record (exact, structural or behavioural): (id, is_new)."
+    dup = self._find_duplicate(rec)
+    if dup is not None: return dup, False
+    mh = minhash(rec.code)
+    bands = _bands(mh)
+    near = self._near_duplicate(mh, bands)
+    rec.near_duplicate_of = near
+    vals = [json.dumps(rec.provenance) if c == 'provenance' and rec.provenance is not None else
+            json.dumps([asdict(r) for r in rec.replays]) if c == 'replays' else getattr(rec, c) for c in _COLS]
+    with self._tx():
+        cur = self.db.execute(f'INSERT INTO envs ({", ".join(_COLS)}, protected) VALUES ({", ".join("?" * len(_COLS))}, ?)',
+                              vals + [int(protected)])
+        env_id = cur.lastrowid
+        self.db.executemany('INSERT INTO lsh VALUES (?, ?, ?)', [(b, h, env_id) for b, h in enumerate(bands)])
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f'minhash:{env_id}', mh.tobytes().hex()))
+    rec.id = env_id
+    self._live += 1
+    self._cache = None
+    if len(self) > self.capacity: self.evict(rec.iteration)
+    return env_id, True
+
+def _near_duplicate(self: EnvMemory, mh: np.ndarray, bands: list[str]) -> int | None:
+    q = ' OR '.join(['(band = ? AND hash = ?)'] * len(bands))
+    cands = [r[0] for r in self.db.execute(f'SELECT DISTINCT env_id FROM lsh WHERE {q}', [x for b, h in enumerate(bands) for x in (b, h)])]
+    best, best_j = None, 0.0
+    for c in cands[:50]:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (f'minhash:{c}',)).fetchone()
+        if row is None: continue
+        j = float(np.mean(np.frombuffer(bytes.fromhex(row[0]), dtype=np.uint64) == mh))
+        if j >= self.near_dup_threshold and j > best_j:
+            alive = self.db.execute('SELECT 1 FROM envs WHERE id = ? AND evicted_at IS NULL', (c,)).fetchone()
+            if alive: best, best_j = c, j
+    return best
+
+def _add_code(self: EnvMemory, code: str, verdict, *, skill: str, provenance: dict | None = None, iteration: int = 0,
+             origin: str = 'designer', protected: bool = False) -> tuple[int | None, bool]:
+    "Add an admitted design (fingerprints computed here), or record a rejected one: (id or None, is_new)."
+    if not verdict.ok:
         with self._tx():
-            cur = self.db.execute(f'INSERT INTO envs ({", ".join(_COLS)}, protected) VALUES ({", ".join("?" * len(_COLS))}, ?)',
-                                  vals + [int(protected)])
-            env_id = cur.lastrowid
-            self.db.executemany('INSERT INTO lsh VALUES (?, ?, ?)', [(b, h, env_id) for b, h in enumerate(bands)])
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f'minhash:{env_id}', mh.tobytes().hex()))
-        rec.id = env_id
-        self._live += 1
-        self._cache = None
-        if len(self) > self.capacity: self.evict(rec.iteration)
-        return env_id, True
+            self.db.execute('INSERT INTO rejected (sha256, code, reason, details, skill, provenance, iteration) VALUES (?,?,?,?,?,?,?)',
+                            (hashlib.sha256(code.encode()).hexdigest(), code, verdict.reason, verdict.details, skill,
+                             json.dumps(provenance) if provenance else None, iteration))
+        return None, False
+    tr = (verdict.measurements.get('transcripts') or {})
+    first_obs = next(iter(tr.values()))[0] if tr else None
+    rec = EnvRecord(code=code, class_name=verdict.class_name, kind=verdict.kind, skill=skill,
+                    behavioural_fp=verdict.fingerprint, provenance=provenance, verdict_reason=verdict.reason,
+                    summary=summarize(code, verdict.class_name, first_obs), origin=origin, iteration=iteration,
+                    admission_version=int(verdict.measurements.get('admission_version', 1)), replays=verdict.replays)
+    return self.add(rec, protected=protected)
 
-    def _near_duplicate(self, mh: np.ndarray, bands: list[str]) -> int | None:
-        q = ' OR '.join(['(band = ? AND hash = ?)'] * len(bands))
-        cands = [r[0] for r in self.db.execute(f'SELECT DISTINCT env_id FROM lsh WHERE {q}', [x for b, h in enumerate(bands) for x in (b, h)])]
-        best, best_j = None, 0.0
-        for c in cands[:50]:
-            row = self.db.execute("SELECT value FROM meta WHERE key = ?", (f'minhash:{c}',)).fetchone()
-            if row is None: continue
-            j = float(np.mean(np.frombuffer(bytes.fromhex(row[0]), dtype=np.uint64) == mh))
-            if j >= self.near_dup_threshold and j > best_j:
-                alive = self.db.execute('SELECT 1 FROM envs WHERE id = ? AND evicted_at IS NULL', (c,)).fetchone()
-                if alive: best, best_j = c, j
-        return best
+EnvMemory._find_duplicate = _find_duplicate
+EnvMemory.add = _add
+EnvMemory._near_duplicate = _near_duplicate
+EnvMemory.add_code = _add_code
 
-    def add_code(self, code: str, verdict, *, skill: str, provenance: dict | None = None, iteration: int = 0,
-                 origin: str = 'designer', protected: bool = False) -> tuple[int | None, bool]:
-        "Add an admitted design (fingerprints computed here), or record a rejected one: (id or None, is_new)."
-        if not verdict.ok:
-            with self._tx():
-                self.db.execute('INSERT INTO rejected (sha256, code, reason, details, skill, provenance, iteration) VALUES (?,?,?,?,?,?,?)',
-                                (hashlib.sha256(code.encode()).hexdigest(), code, verdict.reason, verdict.details, skill,
-                                 json.dumps(provenance) if provenance else None, iteration))
-            return None, False
-        tr = (verdict.measurements.get('transcripts') or {})
-        first_obs = next(iter(tr.values()))[0] if tr else None
-        rec = EnvRecord(code=code, class_name=verdict.class_name, kind=verdict.kind, skill=skill,
-                        behavioural_fp=verdict.fingerprint, provenance=provenance, verdict_reason=verdict.reason,
-                        summary=summarize(code, verdict.class_name, first_obs), origin=origin, iteration=iteration,
-                        admission_version=int(verdict.measurements.get('admission_version', 1)), replays=verdict.replays)
-        return self.add(rec, protected=protected)
+# %% ../nbs/12_memory.ipynb #506627bb
+def _discard_from(self: EnvMemory, iteration: int):
+    "Undo every write made at `iteration` or later (a resumed run discards its unfinished iteration)."
+    with self._tx():
+        gone = [r[0] for r in self.db.execute('SELECT id FROM envs WHERE iteration >= ?', (iteration,))]
+        self.db.execute('DELETE FROM envs WHERE iteration >= ?', (iteration,))
+        self.db.executemany('DELETE FROM lsh WHERE env_id = ?', [(g,) for g in gone])
+        self.db.executemany('DELETE FROM meta WHERE key = ?', [(f'minhash:{g}',) for g in gone])
+        self.db.execute('DELETE FROM scores WHERE iteration >= ?', (iteration,))
+        self.db.execute('DELETE FROM rejected WHERE iteration >= ?', (iteration,))
+        self.db.execute('UPDATE envs SET evicted_at = NULL WHERE evicted_at >= ?', (iteration,))
+        for (env_id,) in self.db.execute('SELECT id FROM envs').fetchall():  # restore the summaries from the history
+            rows = self.db.execute(f'SELECT iteration, plays, {", ".join(_SCORE_KEYS)} FROM scores WHERE env_id = ? ORDER BY iteration, rowid',
+                                   (env_id,)).fetchall()
+            kept = [next((r[2 + j] for r in reversed(rows) if r[2 + j] is not None), None) for j in range(len(_SCORE_KEYS))]
+            self.db.execute(f'UPDATE envs SET last_played = ?, plays = ?, {", ".join(f"{k} = ?" for k in _SCORE_KEYS)} WHERE id = ?',
+                            (rows[-1][0] if rows else None, sum(r[1] for r in rows), *kept, env_id))
+    self._recount()
 
-    def stale(self, version: int) -> list[EnvRecord]:
-        "Live records admitted under rules older than `version`."
-        return [r for r in self.records() if r.admission_version < version]
+EnvMemory.discard_from = _discard_from
 
-    def readmit(self, verdicts: dict, version: int) -> list[int]:
-        "Record the re-admission of stale records: passed ones get `version` and new replays; failed ones move to the rejected table (returned)."
-        gone = []
-        with self._tx():
-            for env_id, v in verdicts.items():
-                if v.ok:
-                    self.db.execute('UPDATE envs SET admission_version = ?, behavioural_fp = ?, replays = ? WHERE id = ?',
-                                    (version, v.fingerprint, json.dumps([asdict(r) for r in v.replays]), env_id))
-                    continue
-                self._move_to_rejected(env_id, v.reason, f're-admission under version {version}: {v.details}', -1)  # -1: a resumed run's discard keeps it
-                gone.append(env_id)
-        self._recount()
-        return gone
+# %% ../nbs/12_memory.ipynb #09bc9454
+def _update_scores(self: EnvMemory, env_id: int, *, iteration: int, plays: int, regret: float | None = None, regret_lo: float | None = None,
+                  regret_hi: float | None = None, win_rate_hint: float | None = None, win_rate_nohint: float | None = None,
+                  note: str | None = None):
+    "Record one iteration's scores (appended to the history); the record keeps each score's last measured value, and `note` says why one is missing."
+    s = dict(regret=regret, regret_lo=regret_lo, regret_hi=regret_hi, win_rate_hint=win_rate_hint, win_rate_nohint=win_rate_nohint)
+    with self._tx():
+        self.db.execute(f'INSERT INTO scores (env_id, iteration, plays, {", ".join(_SCORE_KEYS)}, note) VALUES (?, ?, ?, {", ".join("?" * len(_SCORE_KEYS))}, ?)',
+                        (env_id, iteration, plays, *[s[k] for k in _SCORE_KEYS], note))
+        self.db.execute(f'UPDATE envs SET last_played = ?, plays = plays + ?, {", ".join(f"{k} = COALESCE(?, {k})" for k in _SCORE_KEYS)} WHERE id = ?',
+                        (iteration, plays, *[s[k] for k in _SCORE_KEYS], env_id))
+    self._cache = None
 
-    def reject(self, env_id: int, reason: str, details: str, iteration: int):
-        "Take a live record out of play at `iteration` with `reason` (play caught it behaving otherwise than at admission, say): evicted, and listed as rejected; `discard_from` undoes both."
-        with self._tx():
-            self._add_rejected(env_id, reason, details, iteration)
-            self.db.execute('UPDATE envs SET evicted_at = ? WHERE id = ?', (iteration, env_id))
-        self._recount()
-
-    def _add_rejected(self, env_id: int, reason: str, details: str, iteration: int):
-        row = self.db.execute('SELECT code, skill, provenance FROM envs WHERE id = ?', (env_id,)).fetchone()
-        if row is None: raise KeyError(f'no environment {env_id} in {self.path}')
-        code, skill, prov = row
-        self.db.execute('INSERT INTO rejected (sha256, code, reason, details, skill, provenance, iteration) VALUES (?,?,?,?,?,?,?)',
-                        (hashlib.sha256(code.encode()).hexdigest(), code, reason, details, skill, prov, iteration))
-
-    def _move_to_rejected(self, env_id: int, reason: str, details: str, iteration: int):
+def _reject(self: EnvMemory, env_id: int, reason: str, details: str, iteration: int):
+    "Take a live record out of play at `iteration` with `reason` (play caught it behaving otherwise than at admission, say): evicted, and listed as rejected; `discard_from` undoes both."
+    with self._tx():
         self._add_rejected(env_id, reason, details, iteration)
-        self.db.execute('DELETE FROM envs WHERE id = ?', (env_id,))
-        self.db.execute('DELETE FROM lsh WHERE env_id = ?', (env_id,))
-        self.db.execute('DELETE FROM meta WHERE key = ?', (f'minhash:{env_id}',))
+        self.db.execute('UPDATE envs SET evicted_at = ? WHERE id = ?', (iteration, env_id))
+    self._recount()
 
-    def update_scores(self, env_id: int, *, iteration: int, plays: int, regret: float | None = None, regret_lo: float | None = None,
-                      regret_hi: float | None = None, win_rate_hint: float | None = None, win_rate_nohint: float | None = None,
-                      note: str | None = None):
-        "Record one iteration's scores (appended to the history); the record keeps each score's last measured value, and `note` says why one is missing."
-        s = dict(regret=regret, regret_lo=regret_lo, regret_hi=regret_hi, win_rate_hint=win_rate_hint, win_rate_nohint=win_rate_nohint)
-        with self._tx():
-            self.db.execute(f'INSERT INTO scores (env_id, iteration, plays, {", ".join(_SCORE_KEYS)}, note) VALUES (?, ?, ?, {", ".join("?" * len(_SCORE_KEYS))}, ?)',
-                            (env_id, iteration, plays, *[s[k] for k in _SCORE_KEYS], note))
-            self.db.execute(f'UPDATE envs SET last_played = ?, plays = plays + ?, {", ".join(f"{k} = COALESCE(?, {k})" for k in _SCORE_KEYS)} WHERE id = ?',
-                            (iteration, plays, *[s[k] for k in _SCORE_KEYS], env_id))
-        self._cache = None
+def _add_rejected(self: EnvMemory, env_id: int, reason: str, details: str, iteration: int):
+    row = self.db.execute('SELECT code, skill, provenance FROM envs WHERE id = ?', (env_id,)).fetchone()
+    if row is None: raise KeyError(f'no environment {env_id} in {self.path}')
+    code, skill, prov = row
+    self.db.execute('INSERT INTO rejected (sha256, code, reason, details, skill, provenance, iteration) VALUES (?,?,?,?,?,?,?)',
+                    (hashlib.sha256(code.encode()).hexdigest(), code, reason, details, skill, prov, iteration))
 
-    def value(self, rec: EnvRecord, iteration: int, decay: float = 0.9) -> float:
-        "Eviction value: the lower end of the latest regret interval, decayed by staleness (unscored: 0); staleness never raises a value."
-        lo = rec.regret_lo if rec.regret_lo is not None else (rec.regret if rec.regret is not None else 0.0)
-        stale = max(0, iteration - (rec.last_played if rec.last_played is not None else rec.iteration))
-        return lo * decay ** stale if lo > 0 else lo  # decaying a negative value would raise it: a stale bad environment would outlive a fresh one
+def _move_to_rejected(self: EnvMemory, env_id: int, reason: str, details: str, iteration: int):
+    self._add_rejected(env_id, reason, details, iteration)
+    self.db.execute('DELETE FROM envs WHERE id = ?', (env_id,))
+    self.db.execute('DELETE FROM lsh WHERE env_id = ?', (env_id,))
+    self.db.execute('DELETE FROM meta WHERE key = ?', (f'minhash:{env_id}',))
 
-    def evict(self, iteration: int) -> list[int]:
-        "Mark the lowest-value unprotected records as evicted until the memory is within capacity; records never played go last (a new design gets its first play)."
-        over = len(self) - self.capacity
-        if over <= 0: return []
-        recs = [self._record(r) for r in self.db.execute(
-            f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND protected = 0')]
-        victims = [r.id for r in sorted(recs, key=lambda r: (r.last_played is None, self.value(r, iteration), r.id))[:over]]
-        with self._tx():
-            self.db.executemany('UPDATE envs SET evicted_at = ? WHERE id = ?', [(iteration, v) for v in victims])
-        self._recount()
-        return victims
+def _stale(self: EnvMemory, version: int) -> list[EnvRecord]:
+    "Live records admitted under rules older than `version`."
+    return [r for r in self.records() if r.admission_version < version]
 
-    def discard_from(self, iteration: int):
-        "Undo every write made at `iteration` or later (a resumed run discards its unfinished iteration)."
-        with self._tx():
-            gone = [r[0] for r in self.db.execute('SELECT id FROM envs WHERE iteration >= ?', (iteration,))]
-            self.db.execute('DELETE FROM envs WHERE iteration >= ?', (iteration,))
-            self.db.executemany('DELETE FROM lsh WHERE env_id = ?', [(g,) for g in gone])
-            self.db.executemany('DELETE FROM meta WHERE key = ?', [(f'minhash:{g}',) for g in gone])
-            self.db.execute('DELETE FROM scores WHERE iteration >= ?', (iteration,))
-            self.db.execute('DELETE FROM rejected WHERE iteration >= ?', (iteration,))
-            self.db.execute('UPDATE envs SET evicted_at = NULL WHERE evicted_at >= ?', (iteration,))
-            for (env_id,) in self.db.execute('SELECT id FROM envs').fetchall():  # restore the summaries from the history
-                rows = self.db.execute(f'SELECT iteration, plays, {", ".join(_SCORE_KEYS)} FROM scores WHERE env_id = ? ORDER BY iteration, rowid',
-                                       (env_id,)).fetchall()
-                kept = [next((r[2 + j] for r in reversed(rows) if r[2 + j] is not None), None) for j in range(len(_SCORE_KEYS))]
-                self.db.execute(f'UPDATE envs SET last_played = ?, plays = ?, {", ".join(f"{k} = ?" for k in _SCORE_KEYS)} WHERE id = ?',
-                                (rows[-1][0] if rows else None, sum(r[1] for r in rows), *kept, env_id))
-        self._recount()
+def _readmit(self: EnvMemory, verdicts: dict, version: int) -> list[int]:
+    "Record the re-admission of stale records: passed ones get `version` and new replays; failed ones move to the rejected table (returned)."
+    gone = []
+    with self._tx():
+        for env_id, v in verdicts.items():
+            if v.ok:
+                self.db.execute('UPDATE envs SET admission_version = ?, behavioural_fp = ?, replays = ? WHERE id = ?',
+                                (version, v.fingerprint, json.dumps([asdict(r) for r in v.replays]), env_id))
+                continue
+            self._move_to_rejected(env_id, v.reason, f're-admission under version {version}: {v.details}', -1)  # -1: a resumed run's discard keeps it
+            gone.append(env_id)
+    self._recount()
+    return gone
 
-    # -- selection ------------------------------------------------------------------------------------------
-    def exemplars(self, n_positive: int = 2, n_negative: int = 1, *, rng: np.random.Generator | None = None,
-                  band: tuple[float, float] = (0.15, 0.85), kind: str | None = None, sampled: bool = False,
-                  avoid: Sequence[int] = ()) -> list[Exemplar]:
-        "Positives: highest regret among mid win rates (`sampled`: drawn by regret rank, P ~ 1/rank, without replacement, `avoid` ids last). Negatives: too easy (> 0.9) or too hard (< 0.1), drawn at random."
-        k = 'AND kind = ?' if kind else ''
-        args = [kind] if kind else []
-        pos = [self._record(r) for r in self.db.execute(
-            f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND regret IS NOT NULL '
-            f'AND win_rate_nohint BETWEEN ? AND ? {k} ORDER BY regret DESC, id LIMIT ?', [band[0], band[1], *args, -1 if sampled else n_positive])]
-        if sampled and pos: pos = _draw_by_rank(pos, n_positive, rng or np.random.default_rng(0), set(avoid))
-        negs = [self._record(r) for r in self.db.execute(
-            f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND win_rate_nohint IS NOT NULL '
-            f'AND (win_rate_nohint > 0.9 OR win_rate_nohint < 0.1) {k} ORDER BY id', args)]
-        if negs and n_negative:
-            rng = rng or np.random.default_rng(0)
-            negs = [negs[int(i)] for i in rng.choice(len(negs), size=min(n_negative, len(negs)), replace=False)]
-        else: negs = []
-        return [Exemplar(r.code, r.summary, r.kind, r.win_rate_nohint, r.regret, label, r.id)
-                for label, rs in (('positive', pos), ('negative', negs)) for r in rs]
+EnvMemory.update_scores = _update_scores
+EnvMemory.reject = _reject
+EnvMemory._add_rejected = _add_rejected
+EnvMemory._move_to_rejected = _move_to_rejected
+EnvMemory.stale = _stale
+EnvMemory.readmit = _readmit
 
-    def _arrays(self):
-        if self._cache is None:
-            rows = self.db.execute('SELECT id, regret, COALESCE(last_played, iteration), kind FROM envs WHERE evicted_at IS NULL').fetchall()
-            ids = np.array([r[0] for r in rows], dtype=np.int64)
-            regret = np.array([np.inf if r[1] is None else r[1] for r in rows], dtype=np.float64)
-            last = np.array([r[2] for r in rows], dtype=np.float64)
-            order = np.argsort(-regret, kind='stable')
-            ranks = np.empty(len(ids), dtype=np.float64)
-            ranks[order] = np.arange(1, len(ids) + 1)
-            ranks[np.isinf(regret)] = 1.0  # never played: all share the top rank (played first, uniformly among them)
-            self._cache = (ids, ranks, last, {'kinds': np.array([r[3] for r in rows], dtype=object)})
-        return self._cache
+# %% ../nbs/12_memory.ipynb #6cbf1904
+def _exemplars(self: EnvMemory, n_positive: int = 2, n_negative: int = 1, *, rng: np.random.Generator | None = None,
+              band: tuple[float, float] = (0.15, 0.85), kind: str | None = None, sampled: bool = False,
+              avoid: Sequence[int] = ()) -> list[Exemplar]:
+    "Positives: highest regret among mid win rates (`sampled`: drawn by regret rank, P ~ 1/rank, without replacement, `avoid` ids last). Negatives: too easy (> 0.9) or too hard (< 0.1), drawn at random."
+    k = 'AND kind = ?' if kind else ''
+    args = [kind] if kind else []
+    pos = [self._record(r) for r in self.db.execute(
+        f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND regret IS NOT NULL '
+        f'AND win_rate_nohint BETWEEN ? AND ? {k} ORDER BY regret DESC, id LIMIT ?', [band[0], band[1], *args, -1 if sampled else n_positive])]
+    if sampled and pos: pos = _draw_by_rank(pos, n_positive, rng or np.random.default_rng(0), set(avoid))
+    negs = [self._record(r) for r in self.db.execute(
+        f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND win_rate_nohint IS NOT NULL '
+        f'AND (win_rate_nohint > 0.9 OR win_rate_nohint < 0.1) {k} ORDER BY id', args)]
+    if negs and n_negative:
+        rng = rng or np.random.default_rng(0)
+        negs = [negs[int(i)] for i in rng.choice(len(negs), size=min(n_negative, len(negs)), replace=False)]
+    else: negs = []
+    return [Exemplar(r.code, r.summary, r.kind, r.win_rate_nohint, r.regret, label, r.id)
+            for label, rs in (('positive', pos), ('negative', negs)) for r in rs]
 
-    def replay_priorities(self, *, iteration: int, beta: float = 0.3, rho: float = 0.3, exclude: Sequence[int] = (),
-                          kind: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        "(ids, P) of the live environments: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, each part normalised, 0 for `exclude` and for other kinds than `kind`."
-        ids, ranks, last, memo = self._arrays()
-        if len(ids) == 0: return ids, np.zeros(0)
-        if beta not in memo: memo[beta] = ranks ** (-1.0 / beta)
-        ps = memo[beta] / memo[beta].sum()
-        stale = np.maximum(iteration - last, 0.0)
-        pc = stale / stale.sum() if stale.sum() > 0 else np.full(len(ids), 1.0 / len(ids))
-        p = ((1 - rho) * ps + rho * pc) * ~np.isin(ids, np.asarray(list(exclude), dtype=np.int64))
-        if kind is not None: p = p * (memo['kinds'] == kind)
-        return ids, p / p.sum() if p.sum() > 0 else p
+def _arrays(self: EnvMemory):
+    if self._cache is None:
+        rows = self.db.execute('SELECT id, regret, COALESCE(last_played, iteration), kind FROM envs WHERE evicted_at IS NULL').fetchall()
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        regret = np.array([np.inf if r[1] is None else r[1] for r in rows], dtype=np.float64)
+        last = np.array([r[2] for r in rows], dtype=np.float64)
+        order = np.argsort(-regret, kind='stable')
+        ranks = np.empty(len(ids), dtype=np.float64)
+        ranks[order] = np.arange(1, len(ids) + 1)
+        ranks[np.isinf(regret)] = 1.0  # never played: all share the top rank (played first, uniformly among them)
+        self._cache = (ids, ranks, last, {'kinds': np.array([r[3] for r in rows], dtype=object)})
+    return self._cache
 
-    def sample_replay(self, n: int, rng: np.random.Generator, *, iteration: int, beta: float = 0.3, rho: float = 0.3,
-                      kind: str | None = None, replace: bool = True, exclude: Sequence[int] = ()) -> list[int]:
-        "Ids of `n` environments to replay, none of `exclude`, drawn by `replay_priorities` (distinct with `replace=False`)."
-        ids, p = self.replay_priorities(iteration=iteration, beta=beta, rho=rho, exclude=exclude, kind=kind)
-        if p.sum() <= 0: return []
-        if not replace: n = min(n, int((p > 0).sum()))
-        return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p)]
+def _replay_priorities(self: EnvMemory, *, iteration: int, beta: float = 0.3, rho: float = 0.3, exclude: Sequence[int] = (),
+                      kind: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    "(ids, P) of the live environments: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, each part normalised, 0 for `exclude` and for other kinds than `kind`."
+    ids, ranks, last, memo = self._arrays()
+    if len(ids) == 0: return ids, np.zeros(0)
+    if beta not in memo: memo[beta] = ranks ** (-1.0 / beta)
+    ps = memo[beta] / memo[beta].sum()
+    stale = np.maximum(iteration - last, 0.0)
+    pc = stale / stale.sum() if stale.sum() > 0 else np.full(len(ids), 1.0 / len(ids))
+    p = ((1 - rho) * ps + rho * pc) * ~np.isin(ids, np.asarray(list(exclude), dtype=np.int64))
+    if kind is not None: p = p * (memo['kinds'] == kind)
+    return ids, p / p.sum() if p.sum() > 0 else p
 
-    # -- import / export ------------------------------------------------------------------------------------
-    def export(self, path: str | Path) -> int:
-        "Write the live records, each with its score history, as JSONL; returns the count."
-        n = 0
-        with open(path, 'w', encoding='utf-8') as f:
-            for r in self.records():
-                f.write(json.dumps({**asdict(r), 'history': self.history(r.id)}, ensure_ascii=False) + '\n'); n += 1
-        return n
+def _sample_replay(self: EnvMemory, n: int, rng: np.random.Generator, *, iteration: int, beta: float = 0.3, rho: float = 0.3,
+                  kind: str | None = None, replace: bool = True, exclude: Sequence[int] = ()) -> list[int]:
+    "Ids of `n` environments to replay, none of `exclude`, drawn by `replay_priorities` (distinct with `replace=False`)."
+    ids, p = self.replay_priorities(iteration=iteration, beta=beta, rho=rho, exclude=exclude, kind=kind)
+    if p.sum() <= 0: return []
+    if not replace: n = min(n, int((p > 0).sum()))
+    return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p)]
 
-    def import_jsonl(self, path: str | Path, *, iteration: int = 0) -> tuple[int, int]:
-        "Add the records of an exported file (deduplicated as usual): (added, duplicates)."
-        added = dup = 0
-        for line_no, line in enumerate(open(path, encoding='utf-8'), 1):
-            if not line.strip(): continue
-            try: d = json.loads(line)
-            except json.JSONDecodeError as e: raise ValueError(f'{path}:{line_no}: malformed JSON ({e})') from None
-            hist = d.pop('history', [])
-            d.pop('id', None); d.pop('near_duplicate_of', None)
-            try: rec = EnvRecord(**{**d, 'origin': 'import', 'iteration': iteration})
-            except TypeError as e: raise ValueError(f'{path}:{line_no}: not an environment record ({e})') from None
-            env_id, new = self.add(rec)
-            added += new; dup += not new
-        return added, dup
+EnvMemory.exemplars = _exemplars
+EnvMemory._arrays = _arrays
+EnvMemory.replay_priorities = _replay_priorities
+EnvMemory.sample_replay = _sample_replay
 
 def _draw_by_rank(recs: list, n: int, rng: np.random.Generator, avoid: set) -> list:
     "`n` of `recs` (best first) drawn without replacement with P ~ 1/rank; those in `avoid` only once the others run out."
@@ -454,9 +441,51 @@ def _draw_by_rank(recs: list, n: int, rng: np.random.Generator, avoid: set) -> l
         out += [pool[int(i)] for i in rng.choice(len(pool), size=k, replace=False, p=w / w.sum())]
     return out
 
-class _Tx:
-    "One transaction: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."
-    def __init__(self, db): self.db = db
-    def __enter__(self): self.db.execute('BEGIN IMMEDIATE'); return self.db
-    def __exit__(self, exc_type, *_):
-        self.db.execute('ROLLBACK' if exc_type else 'COMMIT')
+# %% ../nbs/12_memory.ipynb #007b5e3b
+def _value(self: EnvMemory, rec: EnvRecord, iteration: int, decay: float = 0.9) -> float:
+    "Eviction value: the lower end of the latest regret interval, decayed by staleness (unscored: 0); staleness never raises a value."
+    lo = rec.regret_lo if rec.regret_lo is not None else (rec.regret if rec.regret is not None else 0.0)
+    stale = max(0, iteration - (rec.last_played if rec.last_played is not None else rec.iteration))
+    return lo * decay ** stale if lo > 0 else lo  # decaying a negative value would raise it: a stale bad environment would outlive a fresh one
+
+def _evict(self: EnvMemory, iteration: int) -> list[int]:
+    "Mark the lowest-value unprotected records as evicted until the memory is within capacity; records never played go last (a new design gets its first play)."
+    over = len(self) - self.capacity
+    if over <= 0: return []
+    recs = [self._record(r) for r in self.db.execute(
+        f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND protected = 0')]
+    victims = [r.id for r in sorted(recs, key=lambda r: (r.last_played is None, self.value(r, iteration), r.id))[:over]]
+    with self._tx():
+        self.db.executemany('UPDATE envs SET evicted_at = ? WHERE id = ?', [(iteration, v) for v in victims])
+    self._recount()
+    return victims
+
+EnvMemory.value = _value
+EnvMemory.evict = _evict
+
+# %% ../nbs/12_memory.ipynb #8bfff46a
+def _export(self: EnvMemory, path: str | Path) -> int:
+    "Write the live records, each with its score history, as JSONL; returns the count."
+    n = 0
+    with open(path, 'w', encoding='utf-8') as f:
+        for r in self.records():
+            f.write(json.dumps({**asdict(r), 'history': self.history(r.id)}, ensure_ascii=False) + '\n'); n += 1
+    return n
+
+def _import_jsonl(self: EnvMemory, path: str | Path, *, iteration: int = 0) -> tuple[int, int]:
+    "Add the records of an exported file (deduplicated as usual): (added, duplicates)."
+    added = dup = 0
+    for line_no, line in enumerate(open(path, encoding='utf-8'), 1):
+        if not line.strip(): continue
+        try: d = json.loads(line)
+        except json.JSONDecodeError as e: raise ValueError(f'{path}:{line_no}: malformed JSON ({e})') from None
+        hist = d.pop('history', [])
+        d.pop('id', None); d.pop('near_duplicate_of', None)
+        try: rec = EnvRecord(**{**d, 'origin': 'import', 'iteration': iteration})
+        except TypeError as e: raise ValueError(f'{path}:{line_no}: not an environment record ({e})') from None
+        env_id, new = self.add(rec)
+        added += new; dup += not new
+    return added, dup
+
+EnvMemory.export = _export
+EnvMemory.import_jsonl = _import_jsonl
