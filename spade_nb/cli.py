@@ -49,7 +49,7 @@ def doctor() -> tuple[bool, list[str]]:
                  f" at {st['path']}")
     return ok, lines
 
-# %% ../nbs/20_cli.ipynb #890c39c7
+# %% ../nbs/20_cli.ipynb #2ef8bfa0
 def _generate(args) -> int:
     from spade_nb.llm import LLMConfig, SamplingParams, load_policy
     cfg = LLMConfig(model=args.model, max_context=args.max_context)
@@ -67,6 +67,7 @@ def _doctor(args) -> int:
     print('ready: the default preset can run' if ok else 'not ready: install the missing packages above')
     return 0 if ok else 1
 
+# %% ../nbs/20_cli.ipynb #1fd1a3e6
 def _selfplay(args) -> int:
     from pathlib import Path
     from spade_nb.selfplay import Run, SelfPlay, load_config
@@ -94,6 +95,7 @@ def _selfplay(args) -> int:
     print(f'in Python       from spade_nb.selfplay import Run; Run.load({str(sp.dir)!r})')
     return 0
 
+# %% ../nbs/20_cli.ipynb #37ff486b
 def _play(args) -> int:
     from pathlib import Path
     from spade_nb.protocol import parse_action
@@ -128,11 +130,13 @@ def _signature(tool: dict) -> str:
     args = ', '.join(f"{k}: {v.get('type', 'any')}" for k, v in props.items())
     return f"{tool['name']}({args})"
 
+# %% ../nbs/20_cli.ipynb #082c6cc5
 def _config(args) -> int:
     from spade_nb.selfplay import load_config
     print(load_config(args.preset, config=args.config, overrides=args.set or []).to_yaml(), end='')
     return 0
 
+# %% ../nbs/20_cli.ipynb #e57f5cf4
 def _memory(args) -> int:
     from pathlib import Path
     from spade_nb.memory import EnvMemory
@@ -155,6 +159,7 @@ def _memory(args) -> int:
         print(f'exported {mem.export(args.out)} environments to {args.out}')
     return 0
 
+# %% ../nbs/20_cli.ipynb #1af48f6a
 def parser() -> argparse.ArgumentParser:
     from spade_nb import __version__
     p = argparse.ArgumentParser(prog='spade', description='SPADE: self-play in executable environments.')

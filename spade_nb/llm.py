@@ -172,161 +172,178 @@ class HFPolicy:
     def device(self):
         return next(self.model.parameters()).device
 
-    # -- chat templates ---------------------------------------------------------------------------------
-    def chat_ids(self, messages, *, add_generation_prompt=True, tools=None) -> list[int]:
-        "The conversation rendered by the chat template (with `tools` for templates that have native tool calling)."
-        if not getattr(self.tokenizer, 'chat_template', None):
-            raise ValueError(f"{self.name}: the tokenizer has no chat template")
-        kw = {'tools': [{'type': 'function', 'function': t} for t in tools]} if tools else {}
-        ids = self.tokenizer.apply_chat_template([dict(m) for m in messages], add_generation_prompt=add_generation_prompt,
-                                                 tokenize=True, return_dict=False, **kw)
-        return [int(i) for i in ids]
-
     _PROBE = ({'role': 'user', 'content': '.'}, {'role': 'assistant', 'content': '.'})
 
-    def _close_tail(self) -> list[int]:
-        "The template's tokens that close an assistant turn, from its stop token on (e.g. `<|im_end|>` `\\n`)."
-        if self._close is None:
-            base = self.chat_ids(self._PROBE, add_generation_prompt=False)
-            at = [k for k, t in enumerate(base) if t in self.eos_ids]
-            self._close = base[at[-1]:] if at else []
-        return self._close
+# %% ../nbs/02_llm.ipynb #5fedbdc2
+def _chat_ids(self: HFPolicy, messages, *, add_generation_prompt=True, tools=None) -> list[int]:
+    "The conversation rendered by the chat template (with `tools` for templates that have native tool calling)."
+    if not getattr(self.tokenizer, 'chat_template', None):
+        raise ValueError(f"{self.name}: the tokenizer has no chat template")
+    kw = {'tools': [{'type': 'function', 'function': t} for t in tools]} if tools else {}
+    ids = self.tokenizer.apply_chat_template([dict(m) for m in messages], add_generation_prompt=add_generation_prompt,
+                                             tokenize=True, return_dict=False, **kw)
+    return [int(i) for i in ids]
 
-    def rewrites_turns(self) -> bool:
-        "Does the chat template render a conversation differently once another turn follows (Qwen3's thinking blocks)? Then `append_turn` cannot work."
-        if self._rewrites is None:
-            base = self.chat_ids(self._PROBE, add_generation_prompt=False)
-            self._rewrites = self.chat_ids([*self._PROBE, {'role': 'user', 'content': '.'}])[:len(base)] != base
-        return self._rewrites
-
-    def append_turn(self, ids, message, *, add_generation_prompt=True) -> list[int]:
+def _close_tail(self: HFPolicy) -> list[int]:
+    "The template's tokens that close an assistant turn, from its stop token on (e.g. `<|im_end|>` `\\n`)."
+    if self._close is None:
         base = self.chat_ids(self._PROBE, add_generation_prompt=False)
-        full = self.chat_ids([*self._PROBE, message], add_generation_prompt=add_generation_prompt)
-        if full[:len(base)] != base:
-            raise ValueError(f"{self.name}: the chat template rewrites earlier turns, so a sequence cannot be "
-                             f"extended token-exactly; use per-turn prompts for this model")
-        close, ids = self._close_tail(), list(ids)
-        if ids and close and ids[-1] == close[0]: close = close[1:]  # the reply ended with the stop token itself
-        return ids + close + full[len(base):]
+        at = [k for k, t in enumerate(base) if t in self.eos_ids]
+        self._close = base[at[-1]:] if at else []
+    return self._close
 
-    def decode(self, ids) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+def _rewrites_turns(self: HFPolicy) -> bool:
+    "Does the chat template render a conversation differently once another turn follows (Qwen3's thinking blocks)? Then `append_turn` cannot work."
+    if self._rewrites is None:
+        base = self.chat_ids(self._PROBE, add_generation_prompt=False)
+        self._rewrites = self.chat_ids([*self._PROBE, {'role': 'user', 'content': '.'}])[:len(base)] != base
+    return self._rewrites
 
-    # -- generation -------------------------------------------------------------------------------------
-    def _adapter_scope(self, use_adapter: bool, name: str | None = None):
-        "No adapter, the named one for this call (when the model has it: `TrainerConfig.separate_adapters`), or the active one."
-        if not use_adapter and hasattr(self.model, 'disable_adapter'): return self.model.disable_adapter()
-        if name and name in (getattr(self.model, 'peft_config', None) or {}) and name != self.model.active_adapter: return self._switched(name)
-        return contextlib.nullcontext()
+def _append_turn(self: HFPolicy, ids, message, *, add_generation_prompt=True) -> list[int]:
+    base = self.chat_ids(self._PROBE, add_generation_prompt=False)
+    full = self.chat_ids([*self._PROBE, message], add_generation_prompt=add_generation_prompt)
+    if full[:len(base)] != base:
+        raise ValueError(f"{self.name}: the chat template rewrites earlier turns, so a sequence cannot be "
+                         f"extended token-exactly; use per-turn prompts for this model")
+    close, ids = self._close_tail(), list(ids)
+    if ids and close and ids[-1] == close[0]: close = close[1:]  # the reply ended with the stop token itself
+    return ids + close + full[len(base):]
 
-    @contextlib.contextmanager
-    def _switched(self, name: str):
-        prev = self.model.active_adapter
-        self.model.set_adapter(name)
-        try: yield
-        finally: self.model.set_adapter(prev)
+def _decode(self: HFPolicy, ids) -> str:
+    return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
-    def generate(self, prompts, params=None, *, use_adapter=True) -> list[list[Completion]]:
-        import torch
-        params = params or SamplingParams()
-        prompts = [[int(t) for t in p] for p in prompts]
-        jobs = sorted(((i, j) for i in range(len(prompts)) for j in range(params.n)), key=lambda ij: len(prompts[ij[0]]))
-        out = [[None] * params.n for _ in prompts]
-        version = self.adapter_version if use_adapter else None
-        rng = contextlib.nullcontext()
-        if params.seed is not None:
-            rng = torch.random.fork_rng(devices=[self.device] if self.device.type == 'cuda' else [])
-        with rng, self._adapter_scope(use_adapter, params.adapter), torch.inference_mode():
-            if params.seed is not None: torch.manual_seed(params.seed)
-            for k in range(0, len(jobs), self.batch_size):
-                chunk = jobs[k:k + self.batch_size]
-                for (i, j), c in zip(chunk, self._generate_batch([prompts[i] for i, _ in chunk], params)):
-                    c.prompt_index, c.sample_index, c.adapter_version = i, j, version
-                    out[i][j] = c
-        return out
+HFPolicy.chat_ids = _chat_ids
+HFPolicy._close_tail = _close_tail
+HFPolicy.rewrites_turns = _rewrites_turns
+HFPolicy.append_turn = _append_turn
+HFPolicy.decode = _decode
 
-    def _generate_batch(self, prompts, params) -> list[Completion]:
-        import torch
-        from transformers import GenerationConfig
-        rooms = [self.max_context - len(p) for p in prompts]
-        live = [b for b, r in enumerate(rooms) if r > 0]
-        res = [Completion('', [], [], 'context') for _ in prompts]
-        if not live: return res
-        width = max(len(prompts[b]) for b in live)
-        ids = torch.tensor([[self.pad_id] * (width - len(prompts[b])) + prompts[b] for b in live], device=self.device)
-        mask = torch.tensor([[0] * (width - len(prompts[b])) + [1] * len(prompts[b]) for b in live], device=self.device)
-        greedy = params.temperature == 0
-        rec = _BehaviourLogProbs(1.0 if greedy else params.temperature, 1.0 if greedy else params.top_p)
-        gc = GenerationConfig(do_sample=not greedy, temperature=1.0, top_k=0, top_p=1.0,
-                              max_new_tokens=min(params.max_new_tokens, max(rooms[b] for b in live)),
-                              pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                              stop_strings=list(params.stop) or None)
-        seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc, logits_processor=[rec],
-                                   tokenizer=self.tokenizer if params.stop else None)
-        gen = seqs[:, width:]
-        lps = rec.finish(gen)
-        gen = gen.cpu()
-        for row, b in enumerate(live):
-            res[b] = self._completion(gen[row].tolist(), lps[row].tolist(), min(params.max_new_tokens, rooms[b]), params)
-        return res
+# %% ../nbs/02_llm.ipynb #64615f8a
+def _adapter_scope(self: HFPolicy, use_adapter: bool, name: str | None = None):
+    "No adapter, the named one for this call (when the model has it: `TrainerConfig.separate_adapters`), or the active one."
+    if not use_adapter and hasattr(self.model, 'disable_adapter'): return self.model.disable_adapter()
+    if name and name in (getattr(self.model, 'peft_config', None) or {}) and name != self.model.active_adapter: return self._switched(name)
+    return contextlib.nullcontext()
 
-    def _completion(self, ids, lps, cap, params) -> Completion:
-        "Cut one generated row at its stop token, stop string or cap, and name why it ended."
-        ids, lps = ids[:cap], lps[:cap]
-        end = next((k + 1 for k, t in enumerate(ids) if t in self.eos_ids), None)
-        if params.stop:
-            text = self.tokenizer.decode(ids[:end])
-            if any(s in text for s in params.stop):
-                lo, hi = 1, len(ids[:end])  # the shortest prefix whose text holds a stop string
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if any(s in self.tokenizer.decode(ids[:mid]) for s in params.stop): hi = mid
-                    else: lo = mid + 1
-                end = lo
-        if end is not None: reason = 'stop'
-        else: end, reason = len(ids), ('context' if cap < params.max_new_tokens else 'length')
-        ids, lps = ids[:end], lps[:end]
-        return Completion(self.decode(ids), ids, [float(x) for x in lps], reason)
+@contextlib.contextmanager
+def _switched(self: HFPolicy, name: str):
+    prev = self.model.active_adapter
+    self.model.set_adapter(name)
+    try: yield
+    finally: self.model.set_adapter(prev)
 
-    # -- scoring ----------------------------------------------------------------------------------------
-    def token_logprobs(self, ids, *, temperature: float = 1.0, top_p: float = 1.0, use_adapter: bool = True) -> list[float]:
-        "Log-probs of `ids[1:]` given their prefixes at temperature T (and nucleus `top_p`), by one forward pass (length `len(ids) - 1`)."
-        import torch
-        t = torch.tensor([list(ids)], device=self.device)
-        with self._adapter_scope(use_adapter), torch.inference_mode():
-            logits = self.model(input_ids=t).logits[0, :-1].float() / (temperature or 1.0)
-        if top_p < 1.0: logits = _top_p_mask(logits, top_p)
-        return torch.log_softmax(logits, -1).gather(1, t[0, 1:, None]).squeeze(1).cpu().tolist()
+def _generate(self: HFPolicy, prompts, params=None, *, use_adapter=True) -> list[list[Completion]]:
+    import torch
+    params = params or SamplingParams()
+    prompts = [[int(t) for t in p] for p in prompts]
+    jobs = sorted(((i, j) for i in range(len(prompts)) for j in range(params.n)), key=lambda ij: len(prompts[ij[0]]))
+    out = [[None] * params.n for _ in prompts]
+    version = self.adapter_version if use_adapter else None
+    rng = contextlib.nullcontext()
+    if params.seed is not None:
+        rng = torch.random.fork_rng(devices=[self.device] if self.device.type == 'cuda' else [])
+    with rng, self._adapter_scope(use_adapter, params.adapter), torch.inference_mode():
+        if params.seed is not None: torch.manual_seed(params.seed)
+        for k in range(0, len(jobs), self.batch_size):
+            chunk = jobs[k:k + self.batch_size]
+            for (i, j), c in zip(chunk, self._generate_batch([prompts[i] for i, _ in chunk], params)):
+                c.prompt_index, c.sample_index, c.adapter_version = i, j, version
+                out[i][j] = c
+    return out
 
-    def offloaded(self):
-        "A context in which the trainer runs; an engine backend frees its memory there (here there is nothing to free)."
-        return contextlib.nullcontext()
+def _generate_batch(self: HFPolicy, prompts, params) -> list[Completion]:
+    import torch
+    from transformers import GenerationConfig
+    rooms = [self.max_context - len(p) for p in prompts]
+    live = [b for b, r in enumerate(rooms) if r > 0]
+    res = [Completion('', [], [], 'context') for _ in prompts]
+    if not live: return res
+    width = max(len(prompts[b]) for b in live)
+    ids = torch.tensor([[self.pad_id] * (width - len(prompts[b])) + prompts[b] for b in live], device=self.device)
+    mask = torch.tensor([[0] * (width - len(prompts[b])) + [1] * len(prompts[b]) for b in live], device=self.device)
+    greedy = params.temperature == 0
+    rec = _BehaviourLogProbs(1.0 if greedy else params.temperature, 1.0 if greedy else params.top_p)
+    gc = GenerationConfig(do_sample=not greedy, temperature=1.0, top_k=0, top_p=1.0,
+                          max_new_tokens=min(params.max_new_tokens, max(rooms[b] for b in live)),
+                          pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
+                          stop_strings=list(params.stop) or None)
+    seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc, logits_processor=[rec],
+                               tokenizer=self.tokenizer if params.stop else None)
+    gen = seqs[:, width:]
+    lps = rec.finish(gen)
+    gen = gen.cpu()
+    for row, b in enumerate(live):
+        res[b] = self._completion(gen[row].tolist(), lps[row].tolist(), min(params.max_new_tokens, rooms[b]), params)
+    return res
 
-    # -- adapters ---------------------------------------------------------------------------------------
-    def set_adapter(self, adapter, version: int):
-        "Load `adapter` (a saved peft adapter folder, or a LoRA state dict for the adapter already attached) as `version`."
-        from peft import PeftModel, set_peft_model_state_dict
-        if isinstance(adapter, (str, Path)):
-            path = Path(adapter)
-            if not (path/'adapter_config.json').is_file():
-                raise FileNotFoundError(f"not a saved LoRA adapter (no adapter_config.json): {path}")
-            if isinstance(self.model, PeftModel):
-                from peft.utils import load_peft_weights
-                adapter = load_peft_weights(str(path), device=str(self.device))
-            else:
-                self.model = PeftModel.from_pretrained(self.model, str(path)).eval()
-                adapter = None
-        elif isinstance(adapter, Mapping):
-            if not isinstance(self.model, PeftModel):
-                raise ValueError(f"{self.name}: a state dict needs a model with a LoRA adapter attached; "
-                                 f"pass a saved adapter folder first")
+def _completion(self: HFPolicy, ids, lps, cap, params) -> Completion:
+    "Cut one generated row at its stop token, stop string or cap, and name why it ended."
+    ids, lps = ids[:cap], lps[:cap]
+    end = next((k + 1 for k, t in enumerate(ids) if t in self.eos_ids), None)
+    if params.stop:
+        text = self.tokenizer.decode(ids[:end])
+        if any(s in text for s in params.stop):
+            lo, hi = 1, len(ids[:end])  # the shortest prefix whose text holds a stop string
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if any(s in self.tokenizer.decode(ids[:mid]) for s in params.stop): hi = mid
+                else: lo = mid + 1
+            end = lo
+    if end is not None: reason = 'stop'
+    else: end, reason = len(ids), ('context' if cap < params.max_new_tokens else 'length')
+    ids, lps = ids[:end], lps[:end]
+    return Completion(self.decode(ids), ids, [float(x) for x in lps], reason)
+
+HFPolicy._adapter_scope = _adapter_scope
+HFPolicy._switched = _switched
+HFPolicy.generate = _generate
+HFPolicy._generate_batch = _generate_batch
+HFPolicy._completion = _completion
+
+# %% ../nbs/02_llm.ipynb #aa4af006
+def _token_logprobs(self: HFPolicy, ids, *, temperature: float = 1.0, top_p: float = 1.0, use_adapter: bool = True) -> list[float]:
+    "Log-probs of `ids[1:]` given their prefixes at temperature T (and nucleus `top_p`), by one forward pass (length `len(ids) - 1`)."
+    import torch
+    t = torch.tensor([list(ids)], device=self.device)
+    with self._adapter_scope(use_adapter), torch.inference_mode():
+        logits = self.model(input_ids=t).logits[0, :-1].float() / (temperature or 1.0)
+    if top_p < 1.0: logits = _top_p_mask(logits, top_p)
+    return torch.log_softmax(logits, -1).gather(1, t[0, 1:, None]).squeeze(1).cpu().tolist()
+
+def _offloaded(self: HFPolicy):
+    "A context in which the trainer runs; an engine backend frees its memory there (here there is nothing to free)."
+    return contextlib.nullcontext()
+
+HFPolicy.token_logprobs = _token_logprobs
+HFPolicy.offloaded = _offloaded
+
+# %% ../nbs/02_llm.ipynb #05c79fe0
+def _set_adapter(self: HFPolicy, adapter, version: int):
+    "Load `adapter` (a saved peft adapter folder, or a LoRA state dict for the adapter already attached) as `version`."
+    from peft import PeftModel, set_peft_model_state_dict
+    if isinstance(adapter, (str, Path)):
+        path = Path(adapter)
+        if not (path/'adapter_config.json').is_file():
+            raise FileNotFoundError(f"not a saved LoRA adapter (no adapter_config.json): {path}")
+        if isinstance(self.model, PeftModel):
+            from peft.utils import load_peft_weights
+            adapter = load_peft_weights(str(path), device=str(self.device))
         else:
-            raise TypeError(f"set_adapter expects an adapter folder or a state dict, got {type(adapter).__name__}")
-        if adapter is not None:
-            r = set_peft_model_state_dict(self.model, dict(adapter))
-            unexpected = getattr(r, 'unexpected_keys', None) or []
-            if unexpected: raise ValueError(f"adapter weights do not fit the attached adapter: {unexpected[:3]} ...")
-        self.adapter_version = int(version)
+            self.model = PeftModel.from_pretrained(self.model, str(path)).eval()
+            adapter = None
+    elif isinstance(adapter, Mapping):
+        if not isinstance(self.model, PeftModel):
+            raise ValueError(f"{self.name}: a state dict needs a model with a LoRA adapter attached; "
+                             f"pass a saved adapter folder first")
+    else:
+        raise TypeError(f"set_adapter expects an adapter folder or a state dict, got {type(adapter).__name__}")
+    if adapter is not None:
+        r = set_peft_model_state_dict(self.model, dict(adapter))
+        unexpected = getattr(r, 'unexpected_keys', None) or []
+        if unexpected: raise ValueError(f"adapter weights do not fit the attached adapter: {unexpected[:3]} ...")
+    self.adapter_version = int(version)
+
+HFPolicy.set_adapter = _set_adapter
 
 # %% ../nbs/02_llm.ipynb #be60580f
 def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:

@@ -177,145 +177,157 @@ class Trainer:
         policy.model = self.model
         policy.model.eval()
 
-    # -- one update -----------------------------------------------------------------------------------------
-    def _tensors(self, batch: Sequence[Sample]):
-        import torch
-        L = min(max(len(s.token_ids) for s in batch), self.cfg.max_seq_len)
-        pad = self.policy.pad_id
-        ids = torch.full((len(batch), L), pad, dtype=torch.long)
-        att, mask, behav = torch.zeros(len(batch), L, dtype=torch.long), torch.zeros(len(batch), L), torch.zeros(len(batch), L)
-        for i, s in enumerate(batch):
-            n = min(len(s.token_ids), L)
-            ids[i, :n] = torch.tensor(s.token_ids[:n]); att[i, :n] = 1
-            mask[i, :n] = torch.tensor(s.loss_mask[:n], dtype=torch.float32); behav[i, :n] = torch.tensor(s.logprobs[:n])
-        mask[:, 0] = 0  # the first token has no prefix to predict it from
-        adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
-        temps = torch.tensor([s.temperature for s in batch], dtype=torch.float32)
-        dev = self.policy.device
-        return ids.to(dev), att.to(dev), mask.to(dev), behav.to(dev), adv.to(dev), temps.to(dev)
-
-    def _proximal(self, batch, ids, att, temps, behav):
-        "(old, cap) for `pg_token_loss`: with `tis_cap`, every row's ratio is to the current policy, TIS-weighted; else stale rows only, with `stale_tis_cap`."
-        import torch
-        stale = torch.tensor([s.staleness > 0 for s in batch], device=ids.device)
-        if self.cfg.tis_cap is None and (self.cfg.stale_tis_cap is None or not stale.any()): return None, None
-        with torch.no_grad(): cur = self._logp(ids, att, temps)
-        if self.cfg.tis_cap is not None: return cur, self.cfg.tis_cap
-        return torch.where(stale[:, None], cur, behav), self.cfg.stale_tis_cap  # fresh rows: old = behaviour, weight 1
-
-    def _logp(self, ids, att, temps):
-        "log_softmax(logits / T) of each token given its prefix, with each row's sampling temperature, [B, T] (position 0 is 0)."
-        import torch
-        logits = self.model(input_ids=ids, attention_mask=att).logits[:, :-1].float() / temps[:, None, None]
-        lp = torch.log_softmax(logits, -1).gather(2, ids[:, 1:, None]).squeeze(2)
-        return torch.cat([torch.zeros_like(lp[:, :1]), lp], 1)
-
-    def train_step(self, samples: Sequence[Sample]) -> dict:
-        "Advantages, then one optimizer step over all `samples` (micro-batched); returns metrics."
-        import torch
-        cfg = self.cfg
-        if any(s.advantage is None for s in samples):
-            samples, stats = compute_advantages(samples, designer_scale=cfg.designer_adv_scale)
-        else:
-            stats = {'zero_variance_groups': 0}
-        if cfg.skip_truncated: samples = [s for s in samples if not s.truncated]
-        too_long = sum(len(s.token_ids) > cfg.max_seq_len for s in samples)  # cutting would drop the reward-bearing end: drop the sample
-        samples = [s for s in samples if len(s.token_ids) <= cfg.max_seq_len]
-        if (cut := next((s for s in samples if s.top_p < 1), None)) is not None:
-            raise ValueError(f'Sample {cut.episode_id!r} was sampled at top_p={cut.top_p}: trained roles sample at top_p = 1 '
-                             '(the trainer computes log-probs over the whole vocabulary)')
-        n_seqs = _all_sum(len(samples))
-        n_tokens = _all_sum(sum(sum(s.loss_mask[1:]) for s in samples))
-        metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0, 'samples': len(samples),
-                   'trained_tokens': n_tokens, 'too_long': too_long, **stats}
-        self.model.train()
-        self.opt.zero_grad(set_to_none=True)
-        if n_seqs == 0:
-            metrics['skipped'] = True
-            return metrics
-        roles = ('agent', 'designer') if cfg.separate_adapters else (None,)
-        clipped = counted = 0.0
-        for role in roles:
-            todo = [s for s in samples if role is None or s.role == role]
-            if role is not None: self.model.set_adapter(role); self._all_trainable()
-            for batch in micro_batches(todo, cfg.micro_batch_tokens):
-                ids, att, mask, behav, adv, temps = self._tensors(batch)
-                logp = self._logp(ids, att, temps)
-                old, cap = self._proximal(batch, ids, att, temps, behav)
-                tl, ratio = pg_token_loss(logp, behav, adv, clip_low=cfg.clip_low, clip_high=cfg.clip_high, old=old, tis_cap=cap)
-                if cfg.kl_coef:
-                    with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps)
-                    kl = k3_kl(logp, ref)
-                    tl = tl + cfg.kl_coef * kl
-                    metrics['kl'] += float((kl * mask).sum()) / max(n_tokens, 1)
-                loss = aggregate(tl, mask, cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens, max_len_const=cfg.max_len_const)
-                loss.backward()
-                is_designer = torch.tensor([s.role == 'designer' for s in batch], device=tl.device)
-                for key, sel in (('loss_agent', ~is_designer), ('loss_designer', is_designer)):
-                    if sel.any():
-                        metrics[key] += float(aggregate(tl.detach()[sel], mask[sel], cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens,
-                                                        max_len_const=cfg.max_len_const))
-                out = ((ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)).float()
-                clipped += float((out * mask).sum()); counted += float(mask.sum())
-        if (d := _dist()) is not None:
-            for p in self.params:
-                if p.grad is None: p.grad = torch.zeros_like(p)
-                d.all_reduce(p.grad)  # each process holds its share of the global loss: the sum is the whole gradient
-        metrics['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
-        self.opt.step(); self.sched.step()
-        self.opt.zero_grad(set_to_none=True)
-        self.step += 1
-        metrics['loss'] = metrics['loss_agent'] + metrics['loss_designer']
-        metrics['clip_frac'] = clipped / max(counted, 1)
-        metrics['lr'] = self.sched.get_last_lr()[0]
-        if cfg.separate_adapters: self.model.set_adapter('agent')
-        self.model.eval()
-        self._publish()
-        return metrics
-
-    def _all_trainable(self):
-        for n, p in self.model.named_parameters():
-            if 'lora_' in n: p.requires_grad_(True)
-
-    def _publish(self):
-        "Hand the new adapter version to the backend (in-process it is the same model: only the version moves)."
-        self.policy.model = self.model
-        self.policy.adapter_version = self.step or None  # an adapter never updated is the base model
-
-    # -- checkpoints ----------------------------------------------------------------------------------------
-    def save(self, path: str | Path):
-        "Adapter, optimizer, scheduler, all RNG states and the step, so that `load` resumes exactly."
-        import torch
-        from safetensors.torch import save_file
-        path = Path(path); path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path/'adapter', selected_adapters=list(self.model.peft_config))
-        torch.save(self.opt.state_dict(), path/'optimizer.pt')
-        save_file({'torch_cpu': torch.get_rng_state()}, path/'rng.safetensors')
-        np_state = np.random.get_state()
-        (path/'state.json').write_text(json.dumps({
-            'step': self.step, 'scheduler': self.sched.state_dict(), 'config': self.cfg.to_dict(),
-            'numpy': [np_state[0], np_state[1].tolist(), *np_state[2:]], 'python': _py_state(random.getstate())}))
-
-    def load(self, path: str | Path):
-        "Restore a checkpoint written by `save` into this trainer."
-        import torch
-        from peft import set_peft_model_state_dict
-        from peft.utils import load_peft_weights
-        from safetensors.torch import load_file
-        path = Path(path)
-        if not (path/'state.json').is_file(): raise FileNotFoundError(f'not a trainer checkpoint (no state.json): {path}')
-        for name in self.model.peft_config:
-            sub = path/'adapter' if name == 'default' else path/'adapter'/name
-            set_peft_model_state_dict(self.model, load_peft_weights(str(sub), device=str(self.policy.device)), adapter_name=name)
-        self.opt.load_state_dict(torch.load(path/'optimizer.pt', weights_only=True))
-        st = json.loads((path/'state.json').read_text())
-        self.sched.load_state_dict(st['scheduler'])
-        self.step = st['step']
-        torch.set_rng_state(load_file(path/'rng.safetensors')['torch_cpu'])
-        n = st['numpy']; np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
-        random.setstate(_py_unstate(st['python']))
-        self._publish()
-        return self
-
 def _py_state(s): return [s[0], list(s[1]), s[2]]
 def _py_unstate(s): return (s[0], tuple(s[1]), s[2])
+
+# %% ../nbs/15_trainer.ipynb #92d943cc
+def _tensors(self: Trainer, batch: Sequence[Sample]):
+    import torch
+    L = min(max(len(s.token_ids) for s in batch), self.cfg.max_seq_len)
+    pad = self.policy.pad_id
+    ids = torch.full((len(batch), L), pad, dtype=torch.long)
+    att, mask, behav = torch.zeros(len(batch), L, dtype=torch.long), torch.zeros(len(batch), L), torch.zeros(len(batch), L)
+    for i, s in enumerate(batch):
+        n = min(len(s.token_ids), L)
+        ids[i, :n] = torch.tensor(s.token_ids[:n]); att[i, :n] = 1
+        mask[i, :n] = torch.tensor(s.loss_mask[:n], dtype=torch.float32); behav[i, :n] = torch.tensor(s.logprobs[:n])
+    mask[:, 0] = 0  # the first token has no prefix to predict it from
+    adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
+    temps = torch.tensor([s.temperature for s in batch], dtype=torch.float32)
+    dev = self.policy.device
+    return ids.to(dev), att.to(dev), mask.to(dev), behav.to(dev), adv.to(dev), temps.to(dev)
+
+def _proximal(self: Trainer, batch, ids, att, temps, behav):
+    "(old, cap) for `pg_token_loss`: with `tis_cap`, every row's ratio is to the current policy, TIS-weighted; else stale rows only, with `stale_tis_cap`."
+    import torch
+    stale = torch.tensor([s.staleness > 0 for s in batch], device=ids.device)
+    if self.cfg.tis_cap is None and (self.cfg.stale_tis_cap is None or not stale.any()): return None, None
+    with torch.no_grad(): cur = self._logp(ids, att, temps)
+    if self.cfg.tis_cap is not None: return cur, self.cfg.tis_cap
+    return torch.where(stale[:, None], cur, behav), self.cfg.stale_tis_cap  # fresh rows: old = behaviour, weight 1
+
+def _logp(self: Trainer, ids, att, temps):
+    "log_softmax(logits / T) of each token given its prefix, with each row's sampling temperature, [B, T] (position 0 is 0)."
+    import torch
+    logits = self.model(input_ids=ids, attention_mask=att).logits[:, :-1].float() / temps[:, None, None]
+    lp = torch.log_softmax(logits, -1).gather(2, ids[:, 1:, None]).squeeze(2)
+    return torch.cat([torch.zeros_like(lp[:, :1]), lp], 1)
+
+Trainer._tensors = _tensors
+Trainer._proximal = _proximal
+Trainer._logp = _logp
+
+# %% ../nbs/15_trainer.ipynb #3b3f4bd2
+def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
+    "Advantages, then one optimizer step over all `samples` (micro-batched); returns metrics."
+    import torch
+    cfg = self.cfg
+    if any(s.advantage is None for s in samples):
+        samples, stats = compute_advantages(samples, designer_scale=cfg.designer_adv_scale)
+    else:
+        stats = {'zero_variance_groups': 0}
+    if cfg.skip_truncated: samples = [s for s in samples if not s.truncated]
+    too_long = sum(len(s.token_ids) > cfg.max_seq_len for s in samples)  # cutting would drop the reward-bearing end: drop the sample
+    samples = [s for s in samples if len(s.token_ids) <= cfg.max_seq_len]
+    if (cut := next((s for s in samples if s.top_p < 1), None)) is not None:
+        raise ValueError(f'Sample {cut.episode_id!r} was sampled at top_p={cut.top_p}: trained roles sample at top_p = 1 '
+                         '(the trainer computes log-probs over the whole vocabulary)')
+    n_seqs = _all_sum(len(samples))
+    n_tokens = _all_sum(sum(sum(s.loss_mask[1:]) for s in samples))
+    metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0, 'samples': len(samples),
+               'trained_tokens': n_tokens, 'too_long': too_long, **stats}
+    self.model.train()
+    self.opt.zero_grad(set_to_none=True)
+    if n_seqs == 0:
+        metrics['skipped'] = True
+        return metrics
+    roles = ('agent', 'designer') if cfg.separate_adapters else (None,)
+    clipped = counted = 0.0
+    for role in roles:
+        todo = [s for s in samples if role is None or s.role == role]
+        if role is not None: self.model.set_adapter(role); self._all_trainable()
+        for batch in micro_batches(todo, cfg.micro_batch_tokens):
+            ids, att, mask, behav, adv, temps = self._tensors(batch)
+            logp = self._logp(ids, att, temps)
+            old, cap = self._proximal(batch, ids, att, temps, behav)
+            tl, ratio = pg_token_loss(logp, behav, adv, clip_low=cfg.clip_low, clip_high=cfg.clip_high, old=old, tis_cap=cap)
+            if cfg.kl_coef:
+                with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps)
+                kl = k3_kl(logp, ref)
+                tl = tl + cfg.kl_coef * kl
+                metrics['kl'] += float((kl * mask).sum()) / max(n_tokens, 1)
+            loss = aggregate(tl, mask, cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens, max_len_const=cfg.max_len_const)
+            loss.backward()
+            is_designer = torch.tensor([s.role == 'designer' for s in batch], device=tl.device)
+            for key, sel in (('loss_agent', ~is_designer), ('loss_designer', is_designer)):
+                if sel.any():
+                    metrics[key] += float(aggregate(tl.detach()[sel], mask[sel], cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens,
+                                                    max_len_const=cfg.max_len_const))
+            out = ((ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)).float()
+            clipped += float((out * mask).sum()); counted += float(mask.sum())
+    if (d := _dist()) is not None:
+        for p in self.params:
+            if p.grad is None: p.grad = torch.zeros_like(p)
+            d.all_reduce(p.grad)  # each process holds its share of the global loss: the sum is the whole gradient
+    metrics['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
+    self.opt.step(); self.sched.step()
+    self.opt.zero_grad(set_to_none=True)
+    self.step += 1
+    metrics['loss'] = metrics['loss_agent'] + metrics['loss_designer']
+    metrics['clip_frac'] = clipped / max(counted, 1)
+    metrics['lr'] = self.sched.get_last_lr()[0]
+    if cfg.separate_adapters: self.model.set_adapter('agent')
+    self.model.eval()
+    self._publish()
+    return metrics
+
+def _all_trainable(self: Trainer):
+    for n, p in self.model.named_parameters():
+        if 'lora_' in n: p.requires_grad_(True)
+
+def _publish(self: Trainer):
+    "Hand the new adapter version to the backend (in-process it is the same model: only the version moves)."
+    self.policy.model = self.model
+    self.policy.adapter_version = self.step or None  # an adapter never updated is the base model
+
+Trainer.train_step = _train_step
+Trainer._all_trainable = _all_trainable
+Trainer._publish = _publish
+
+# %% ../nbs/15_trainer.ipynb #f5843a29
+def _save(self: Trainer, path: str | Path):
+    "Adapter, optimizer, scheduler, all RNG states and the step, so that `load` resumes exactly."
+    import torch
+    from safetensors.torch import save_file
+    path = Path(path); path.mkdir(parents=True, exist_ok=True)
+    self.model.save_pretrained(path/'adapter', selected_adapters=list(self.model.peft_config))
+    torch.save(self.opt.state_dict(), path/'optimizer.pt')
+    save_file({'torch_cpu': torch.get_rng_state()}, path/'rng.safetensors')
+    np_state = np.random.get_state()
+    (path/'state.json').write_text(json.dumps({
+        'step': self.step, 'scheduler': self.sched.state_dict(), 'config': self.cfg.to_dict(),
+        'numpy': [np_state[0], np_state[1].tolist(), *np_state[2:]], 'python': _py_state(random.getstate())}))
+
+def _load(self: Trainer, path: str | Path):
+    "Restore a checkpoint written by `save` into this trainer."
+    import torch
+    from peft import set_peft_model_state_dict
+    from peft.utils import load_peft_weights
+    from safetensors.torch import load_file
+    path = Path(path)
+    if not (path/'state.json').is_file(): raise FileNotFoundError(f'not a trainer checkpoint (no state.json): {path}')
+    for name in self.model.peft_config:
+        sub = path/'adapter' if name == 'default' else path/'adapter'/name
+        set_peft_model_state_dict(self.model, load_peft_weights(str(sub), device=str(self.policy.device)), adapter_name=name)
+    self.opt.load_state_dict(torch.load(path/'optimizer.pt', weights_only=True))
+    st = json.loads((path/'state.json').read_text())
+    self.sched.load_state_dict(st['scheduler'])
+    self.step = st['step']
+    torch.set_rng_state(load_file(path/'rng.safetensors')['torch_cpu'])
+    n = st['numpy']; np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
+    random.setstate(_py_unstate(st['python']))
+    self._publish()
+    return self
+
+Trainer.save = _save
+Trainer.load = _load
