@@ -76,7 +76,9 @@ class EnvPlayer(W.VBox):
         self.seed_box = W.IntText(value=seed, description='seed', layout=W.Layout(width='170px'))
         self.reset_button, self.hint_button = W.Button(description='reset'), W.Button(description='show hint')
         self.model_button = W.Button(description='model plays a turn', layout=W.Layout(width='auto'))
-        self.action = W.Text(placeholder='your action', layout=W.Layout(width='60%'))
+        # continuous_update=False: the text reaches the kernel whole when the box loses focus, i.e. before the click on
+        # "send" (typed keys are otherwise sent in throttled batches, and a fast click sent only the first of them)
+        self.action = W.Text(placeholder='your action', layout=W.Layout(width='60%'), continuous_update=False)
         self.send = W.Button(description='send', button_style='primary')
         self.transcript, self.status, self.hint_box = W.HTML(), W.HTML(), W.HTML()
         self.tool_form = W.VBox()
@@ -162,7 +164,7 @@ def _build_tool_form(self: EnvPlayer):
     names = [t['name'] for t in self.env.tools]
     self.tool_pick = W.Dropdown(options=names, description='tool')
     self.tool_args, self.tool_call_button = W.VBox(), W.Button(description='call')
-    self.answer_box, self.answer_button = W.Text(placeholder='final answer'), W.Button(description='answer')
+    self.answer_box, self.answer_button = W.Text(placeholder='final answer', continuous_update=False), W.Button(description='answer')
     self.tool_pick.observe(lambda _: self._tool_fields(), names='value')
     self.tool_call_button.on_click(lambda _: self.call_tool())
     self.answer_button.on_click(lambda _: self.act(final_answer(self.answer_box.value)))
@@ -172,7 +174,8 @@ def _build_tool_form(self: EnvPlayer):
 def _tool_fields(self: EnvPlayer):
     tool = next(t for t in self.env.tools if t['name'] == self.tool_pick.value)
     props = (tool.get('parameters') or {}).get('properties') or {}
-    self.tool_args.children = tuple(W.Text(description=k, placeholder=v.get('type', 'string'), tooltip=v.get('description', ''))
+    self.tool_args.children = tuple(W.Text(description=k, placeholder=v.get('type', 'string'), tooltip=v.get('description', ''),
+                                           continuous_update=False)
                                     for k, v in props.items())
 
 EnvPlayer._build_tool_form, EnvPlayer._tool_fields = _build_tool_form, _tool_fields
