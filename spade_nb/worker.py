@@ -126,7 +126,7 @@ def _set_limits(lim):
 # %% ../nbs/05_worker.ipynb #0563d796
 class _Host:
     "Hosts the instances of one environment class."
-    def __init__(self): self.cls, self.kind, self.instances = None, None, {}
+    def __init__(self): self.cls, self.kind, self.instances, self.seeds, self.calls = None, None, {}, {}, {}
 
     def load(self, code):
         import types
@@ -147,10 +147,14 @@ class _Host:
                 'tools': _plain(tools)}
 
     def call(self, op, req):
-        if op == 'load': return self.load(req['code'])
+        if op == 'load':
+            _reseed('load', 'load', 0)  # module-level randomness: the same in every worker
+            return self.load(req['code'])
         if self.cls is None: return {'error': 'contract', 'message': 'no environment loaded'}
         inst = str(req.get('instance', '0'))
         if op == 'reset':
+            self.seeds[inst], self.calls[inst] = req.get('seed'), {}
+            _reseed(self.seeds[inst], 'reset', 0)
             env = self.instances.get(inst) or self.cls()
             self.instances[inst] = env
             out = env.reset(seed=req.get('seed'))
@@ -158,6 +162,9 @@ class _Host:
             return _bad_observation(env, out[0]) or {'result': _plain(list(out))}
         env = self.instances.get(inst)
         if env is None: return {'error': 'contract', 'message': f'instance {inst} was not reset'}
+        if op in ('step', 'solution', 'hint'):  # the k-th call of its kind since the reset: the same in every worker
+            n = self.calls.setdefault(inst, {}); n[op] = n.get(op, 0) + 1
+            _reseed(self.seeds.get(inst), op, n[op])
         if op == 'step':
             out = env.step(req['action'])
             if not (isinstance(out, tuple) and len(out) == 5): return {'error': 'contract', 'message': f'step must return a 5-tuple, got {type(out).__name__} of length {len(out) if hasattr(out, "__len__") else "?"}'}
@@ -204,6 +211,34 @@ def _freeze_clock():
         def today(cls): return FrozenDateTime.now().date()
     dt.datetime, dt.date = FrozenDateTime, FrozenDate
 
+# %% ../nbs/05_worker.ipynb #d7a5df40
+_ENTROPY = None  # the one generator behind ambient randomness in a worker; None until _fix_entropy
+_OS_URANDOM = _os.urandom  # the real one: a reset without a seed asks for randomness, and gets it
+
+def _fix_entropy():
+    "Route `os.urandom` (and with it `secrets`, `uuid4`, numpy's unseeded generators) and `Random()` without a seed through one generator."
+    global _ENTROPY
+    import random
+    _ENTROPY = random.Random(0)
+    def urandom(n: int) -> bytes: return _ENTROPY.randbytes(n)
+    _os.urandom = random._urandom = urandom  # random._urandom: SystemRandom, which secrets uses
+    plain_seed = random.Random.seed
+    def seed(self, a=None, version=2):
+        if a is None and self is not _ENTROPY: a = _ENTROPY.getrandbits(128)  # Random() and seed() without a value
+        return plain_seed(self, a, version)
+    random.Random.seed = seed
+    random.seed = random._inst.seed  # the module's functions are bound to its one instance
+
+def _reseed(seed, op: str, k: int):
+    "Ambient randomness as a function of the instance's seed and this call: its operation and the how-manieth since the reset (no seed: fresh entropy)."
+    if _ENTROPY is None: return
+    import hashlib
+    import random
+    import numpy as np
+    h = hashlib.sha256(f'{seed}|{op}|{k}'.encode() if seed is not None else _OS_URANDOM(32)).digest()
+    _ENTROPY.seed(h); random.seed(h + b'module')
+    np.random.seed(int.from_bytes(h[:4], 'little'))
+
 # %% ../nbs/05_worker.ipynb #83d440e2
 def _reason(e: BaseException) -> str:
     "The admission reason for an exception the environment raised."
@@ -233,6 +268,7 @@ def main(argv=None):
     dumpable = libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE (prctl is forbidden from here on)
     if lib is not None: _seccomp_install(lib)
     _freeze_clock()
+    _fix_entropy()
     _send(fout, {'ready': True, 'pid': _os.getpid(), 'uid': _os.getuid(), 'landlock': landlock, 'dumpable': dumpable})
     host = _Host()
     while True:

@@ -85,7 +85,9 @@ CASES = {
     'wrong_arity': (env(replace=[('return ("Higher."', 'return ("Higher." if g < self.secret else "Lower."), 0.0, False, {}\n        return ("Higher."')]), 'contract'),
     'never_ends': (env(replace=[('self.turn >= self.max_turns, {}', 'False, {}')]), 'contract'),
     # cheating
-    'nondeterministic_reward': (env(replace=[('0.0, False, self.turn', 'random.random() / 2, False, self.turn')]), 'nondeterministic'),
+    # (the `random` module would not do: the worker seeds it from the episode's seed, see tests/test_entropy.py)
+    'nondeterministic_reward': (env(replace=[('0.0, False, self.turn', 'int.from_bytes(open("/dev/urandom", "rb").read(2), "little") / 2**17, False, self.turn')]),
+                                'nondeterministic'),
     'shared_module_state': (env(module='PLAYED = []', step='PLAYED.append(action)',
                                 replace=[('return ("Higher." if g < self.secret else "Lower."), 0.0',
                                           'return f"{len(PLAYED)} guesses so far. " + ("Higher." if g < self.secret else "Lower."), 0.0')]),
