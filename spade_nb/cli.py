@@ -100,7 +100,7 @@ def _play(args) -> int:
     from pathlib import Path
     from spade_nb.protocol import parse_action
     from spade_nb.sandbox import SandboxedEnv
-    from spade_nb.widgets import env_source
+    from spade_nb.memory import env_source
     memory = None
     if args.memory:
         from spade_nb.memory import EnvMemory

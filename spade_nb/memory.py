@@ -23,7 +23,7 @@ from .admission import Replay
 from .designer import Exemplar
 
 # %% auto #0
-__all__ = ['structural_fingerprint', 'minhash', 'EnvRecord', 'summarize', 'MemoryFileError', 'EnvMemory']
+__all__ = ['structural_fingerprint', 'minhash', 'EnvRecord', 'summarize', 'MemoryFileError', 'EnvMemory', 'env_source']
 
 # %% ../nbs/12_memory.ipynb #cd14c726
 _KEEP = frozenset({'self', 'super', 'TextEnv', 'ToolEnv', 'tool_call', 'final_answer'})
@@ -126,7 +126,7 @@ def summarize(code: str, class_name: str, first_observation: str | None = None) 
     text = ' '.join(text.split())
     return text if len(text) <= 240 else text[:237] + '...'
 
-# %% ../nbs/12_memory.ipynb #8950d834
+# %% ../nbs/12_memory.ipynb #eb7eec2a
 class MemoryFileError(RuntimeError):
     "The memory file cannot be used; the message names it. The file is never modified in that case."
 
@@ -147,6 +147,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 '''
 _SCORE_KEYS = ('regret', 'regret_lo', 'regret_hi', 'win_rate_hint', 'win_rate_nohint')
 
+# %% ../nbs/12_memory.ipynb #e3334592
 class EnvMemory:
     "A persistent environment archive in SQLite (WAL). Every write is one transaction and carries its iteration."
     FORMAT = 1
@@ -156,17 +157,7 @@ class EnvMemory:
         existed = self.path.exists() and self.path.stat().st_size > 0
         try:
             self.db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
-            if existed:
-                found = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                if 'envs' not in found or 'meta' not in found:
-                    raise MemoryFileError(f'{self.path} is an SQLite file but not a spade_nb environment memory')
-                cols = {r[1] for r in self.db.execute('PRAGMA table_info(envs)')}
-                if 'admission_version' not in cols:  # written before admission versions: its records passed version 1
-                    self.db.execute('ALTER TABLE envs ADD COLUMN admission_version INTEGER DEFAULT 1')
-                if 'replays' not in cols:  # written before replays were recorded (version 3 re-admits those records)
-                    self.db.execute('ALTER TABLE envs ADD COLUMN replays TEXT')
-                if 'note' not in {r[1] for r in self.db.execute('PRAGMA table_info(scores)')}:  # why an iteration measured nothing
-                    self.db.execute('ALTER TABLE scores ADD COLUMN note TEXT')
+            if existed: self._upgrade()
             self.db.execute('PRAGMA journal_mode=WAL')
             self.db.execute('PRAGMA synchronous=NORMAL')  # in WAL mode: durable against a killed process
             with self.db: self.db.executescript(_SCHEMA) if not existed else None
@@ -178,14 +169,23 @@ class EnvMemory:
         self._cache = None
         self._live = self.db.execute('SELECT count(*) FROM envs WHERE evicted_at IS NULL').fetchone()[0]
 
+    def _upgrade(self):
+        "Check that an existing file is a memory; add the columns later versions write."
+        found = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if 'envs' not in found or 'meta' not in found:
+            raise MemoryFileError(f'{self.path} is an SQLite file but not a spade_nb environment memory')
+        cols = {r[1] for r in self.db.execute('PRAGMA table_info(envs)')}
+        if 'admission_version' not in cols:  # written before admission versions: its records passed version 1
+            self.db.execute('ALTER TABLE envs ADD COLUMN admission_version INTEGER DEFAULT 1')
+        if 'replays' not in cols:  # written before replays were recorded (version 3 re-admits those records)
+            self.db.execute('ALTER TABLE envs ADD COLUMN replays TEXT')
+        if 'note' not in {r[1] for r in self.db.execute('PRAGMA table_info(scores)')}:  # why an iteration measured nothing
+            self.db.execute('ALTER TABLE scores ADD COLUMN note TEXT')
+
     def close(self): self.db.close()
-
     def __enter__(self): return self
-
     def __exit__(self, *exc): self.close()
-
-    def _tx(self):
-        return _Tx(self.db)
+    def _tx(self): return _Tx(self.db)
 
     def __len__(self) -> int:
         "Live (not evicted) environments; kept as a counter, refreshed by every write of this handle."
@@ -195,35 +195,44 @@ class EnvMemory:
         self._live = self.db.execute('SELECT count(*) FROM envs WHERE evicted_at IS NULL').fetchone()[0]
         self._cache = None
 
-    def _record(self, row) -> EnvRecord:
-        d = dict(zip(['id'] + _COLS, row))
-        d['provenance'] = json.loads(d['provenance']) if d['provenance'] else None
-        d['replays'] = json.loads(d['replays']) if d['replays'] else []
-        return EnvRecord(**d)
-
-    def get(self, env_id: int) -> EnvRecord:
-        row = self.db.execute(f'SELECT id, {", ".join(_COLS)} FROM envs WHERE id = ?', (env_id,)).fetchone()
-        if row is None: raise KeyError(f'no environment {env_id} in {self.path}')
-        return self._record(row)
-
-    def records(self, *, include_evicted: bool = False) -> list[EnvRecord]:
-        where = '' if include_evicted else 'WHERE evicted_at IS NULL'
-        return [self._record(r) for r in self.db.execute(f'SELECT id, {", ".join(_COLS)} FROM envs {where} ORDER BY id')]
-
-    def history(self, env_id: int) -> list[dict]:
-        cols = ['iteration', 'plays', *_SCORE_KEYS, 'note']
-        return [dict(zip(cols, r)) for r in self.db.execute(f'SELECT {", ".join(cols)} FROM scores WHERE env_id = ? ORDER BY iteration', (env_id,))]
-
-    def rejected(self) -> list[dict]:
-        cols = ['id', 'sha256', 'code', 'reason', 'details', 'skill', 'provenance', 'iteration']
-        return [dict(zip(cols, r)) for r in self.db.execute(f'SELECT {", ".join(cols)} FROM rejected ORDER BY id')]
-
 class _Tx:
     "One transaction: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."
     def __init__(self, db): self.db = db
     def __enter__(self): self.db.execute('BEGIN IMMEDIATE'); return self.db
     def __exit__(self, exc_type, *_):
         self.db.execute('ROLLBACK' if exc_type else 'COMMIT')
+
+# %% ../nbs/12_memory.ipynb #e0bdbf23
+def _record(self: EnvMemory, row) -> EnvRecord:
+    d = dict(zip(['id'] + _COLS, row))
+    d['provenance'] = json.loads(d['provenance']) if d['provenance'] else None
+    d['replays'] = json.loads(d['replays']) if d['replays'] else []
+    return EnvRecord(**d)
+
+def _get(self: EnvMemory, env_id: int) -> EnvRecord:
+    row = self.db.execute(f'SELECT id, {", ".join(_COLS)} FROM envs WHERE id = ?', (env_id,)).fetchone()
+    if row is None: raise KeyError(f'no environment {env_id} in {self.path}')
+    return self._record(row)
+
+def _records(self: EnvMemory, *, include_evicted: bool = False) -> list[EnvRecord]:
+    where = '' if include_evicted else 'WHERE evicted_at IS NULL'
+    return [self._record(r) for r in self.db.execute(f'SELECT id, {", ".join(_COLS)} FROM envs {where} ORDER BY id')]
+
+def _history(self: EnvMemory, env_id: int) -> list[dict]:
+    cols = ['iteration', 'plays', *_SCORE_KEYS, 'note']
+    return [dict(zip(cols, r)) for r in self.db.execute(f'SELECT {", ".join(cols)} FROM scores WHERE env_id = ? ORDER BY iteration', (env_id,))]
+
+def _rejected(self: EnvMemory, *, id: int | None = None, document: str | None = None) -> list[dict]:
+    "Rejected designs, oldest first: all, the one with `id`, or those written from the document whose sha256 is `document`."
+    cols = ['id', 'sha256', 'code', 'reason', 'details', 'skill', 'provenance', 'iteration']
+    where, args = [], []
+    if id is not None: where.append('id = ?'); args.append(id)
+    if document is not None:  # CASE: json_extract is only reached for valid JSON (an odd row is skipped, not an error)
+        where.append("CASE WHEN json_valid(provenance) THEN json_extract(provenance, '$.sha256') END = ?"); args.append(document)
+    sql = f'SELECT {", ".join(cols)} FROM rejected {"WHERE " + " AND ".join(where) if where else ""} ORDER BY id'
+    return [dict(zip(cols, r)) for r in self.db.execute(sql, args)]
+
+EnvMemory._record, EnvMemory.get, EnvMemory.records, EnvMemory.history, EnvMemory.rejected = _record, _get, _records, _history, _rejected
 
 # %% ../nbs/12_memory.ipynb #de620a45
 def _find_duplicate(self: EnvMemory, rec: EnvRecord) -> int | None:
@@ -489,3 +498,28 @@ def _import_jsonl(self: EnvMemory, path: str | Path, *, iteration: int = 0) -> t
 
 EnvMemory.export = _export
 EnvMemory.import_jsonl = _import_jsonl
+
+# %% ../nbs/12_memory.ipynb #39cc2e9c
+def env_source(source, memory: EnvMemory | None = None) -> tuple[str, str]:
+    "(code, label) of the environment `source` names; an error names what was not found."
+    from spade_nb.seeds import seed_sources
+    if isinstance(source, EnvRecord): return source.code, f'#{source.id} {source.class_name}'
+    if isinstance(source, int) or (isinstance(source, str) and source.isdigit() and memory is not None):
+        if memory is None: raise ValueError(f'environment id {source}: pass the memory it is in (memory=...)')
+        rec = memory.get(int(source))
+        return rec.code, f'#{rec.id} {rec.class_name}'
+    if isinstance(source, Path) or (isinstance(source, str) and '\n' not in source):
+        name = str(source)
+        if name in seed_sources(): return seed_sources()[name], name
+        if name.startswith('rg:'):
+            from spade_nb.core import ConfigError
+            from spade_nb.heldout import rg_env_source
+            try: return rg_env_source(name[3:]), name
+            except ConfigError as e: raise ValueError(e.msg) from None  # not a config key here: a dataset named by hand
+        if Path(name).is_file(): return Path(name).read_text(), Path(name).name
+        raise FileNotFoundError(f'no seed environment or file named {name!r} (seed environments: {", ".join(seed_sources())}; '
+                                'reasoning-gym datasets as rg:<dataset>)')
+    if isinstance(source, str):
+        m = re.search(r'^class\s+(\w+)\s*\(', source, re.M)
+        return source, m.group(1) if m else 'code'
+    raise TypeError(f'an environment is a record, a name, a path or code, got {type(source).__name__}')

@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 import io
 import json
-import re
 import threading
 import time
 from pathlib import Path
@@ -17,37 +16,12 @@ import ipywidgets as W
 
 from .core import episode_return, is_win
 from .envs import final_answer, tool_call
-from .memory import EnvMemory, EnvRecord
+from .memory import EnvMemory, EnvRecord, env_source
 from .protocol import first_messages, observation_message, parse_action
 from .sandbox import SandboxedEnv, SandboxError
 
 # %% auto #0
-__all__ = ['env_source', 'EnvPlayer', 'MemoryBrowser', 'RunMonitor']
-
-# %% ../nbs/17_widgets.ipynb #458cd663
-def env_source(source, memory: EnvMemory | None = None) -> tuple[str, str]:
-    "(code, label) of the environment `source` names; an error names what was not found."
-    from spade_nb.seeds import seed_sources
-    if isinstance(source, EnvRecord): return source.code, f'#{source.id} {source.class_name}'
-    if isinstance(source, int) or (isinstance(source, str) and source.isdigit() and memory is not None):
-        if memory is None: raise ValueError(f'environment id {source}: pass the memory it is in (memory=...)')
-        rec = memory.get(int(source))
-        return rec.code, f'#{rec.id} {rec.class_name}'
-    if isinstance(source, Path) or (isinstance(source, str) and '\n' not in source):
-        name = str(source)
-        if name in seed_sources(): return seed_sources()[name], name
-        if name.startswith('rg:'):
-            from spade_nb.core import ConfigError
-            from spade_nb.heldout import rg_env_source
-            try: return rg_env_source(name[3:]), name
-            except ConfigError as e: raise ValueError(e.msg) from None  # not a config key here: a dataset named by hand
-        if Path(name).is_file(): return Path(name).read_text(), Path(name).name
-        raise FileNotFoundError(f'no seed environment or file named {name!r} (seed environments: {", ".join(seed_sources())}; '
-                                'reasoning-gym datasets as rg:<dataset>)')
-    if isinstance(source, str):
-        m = re.search(r'^class\s+(\w+)\s*\(', source, re.M)
-        return source, m.group(1) if m else 'code'
-    raise TypeError(f'an environment is a record, a name, a path or code, got {type(source).__name__}')
+__all__ = ['EnvPlayer', 'MemoryBrowser', 'RunMonitor']
 
 # %% ../nbs/17_widgets.ipynb #140b752a
 def _pre(text: str, color: str = '#222') -> str:
@@ -248,7 +222,7 @@ def _in(x, rng, full) -> bool:
 class MemoryBrowser(W.VBox):
     "Browse an environment memory: filters, an environment's code, provenance, scores and rejected siblings; play it."
     def __init__(self, source, *, corpus=None, policy=None):
-        self.memory, self.corpus, self._policy, self.player = _open_memory(source), corpus, policy, None
+        self.memory, self.corpus, self._policy, self.player, self._texts = _open_memory(source), corpus, policy, None, None
         self.run_dir = Path(source) if not isinstance(source, EnvMemory) and Path(source).is_dir() else None
         self.rows = _entries(self.memory)
         its = [r['iteration'] for r in self.rows] or [0]
@@ -304,14 +278,15 @@ def _document(self: MemoryBrowser, prov: dict | None) -> str:
     text = f"{prov.get('source')} · id {prov.get('id')} · sha256 {str(prov.get('sha256'))[:12]}"
     corpus = self._run_corpus()
     if corpus is None: return text + '\n(pass corpus= to see its text)'
-    doc = next((d for d in corpus if d.sha256 == prov.get('sha256')), None)
-    return text + '\n\n' + (doc.text if doc is not None else '(not in the corpus given)')
+    if self._texts is None:  # one pass over the corpus, keeping only the documents this memory's entries name
+        wanted = {r['provenance'].get('sha256') for r in self.rows if r['provenance']}
+        self._texts = {d.sha256: d.text for d in corpus if d.sha256 in wanted}
+    return text + '\n\n' + self._texts.get(prov.get('sha256'), '(not in the corpus given)')
 
 def _siblings(self: MemoryBrowser, prov: dict | None, key) -> list[dict]:
     "The rejected designs written from the same document."
     if not prov or not prov.get('sha256'): return []
-    return [x for x in self.memory.rejected() if x['provenance'] and json.loads(x['provenance']).get('sha256') == prov['sha256']
-            and ('rejected', x['id']) != key]
+    return [x for x in self.memory.rejected(document=prov['sha256']) if ('rejected', x['id']) != key]
 
 MemoryBrowser._run_corpus, MemoryBrowser._document, MemoryBrowser.siblings = _run_corpus, _document, _siblings
 
@@ -329,7 +304,7 @@ def _show_entry(self: MemoryBrowser):
         scores = (f'<table><tr><th>iteration</th><th>plays</th><th>regret</th><th>win (hint)</th><th>win (no hint)</th><th>note</th></tr>{table}</table>'
                   if hist else '<i>not scored yet</i>')
     else:
-        x = next(x for x in self.memory.rejected() if x['id'] == key[1])
+        (x,) = self.memory.rejected(id=key[1])
         code, scores = x['code'], _pre(f"{x['reason']}: {x['details']}", '#b00')
     sib = self.siblings(row['provenance'], key)
     self.detail.value = (f"<h4>{html.escape(row['name'])} · {html.escape(row['verdict'])}</h4><b>scores</b>{scores}"
