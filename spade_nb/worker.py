@@ -213,12 +213,15 @@ def _freeze_clock():
 
 # %% ../nbs/05_worker.ipynb #d7a5df40
 _ENTROPY = None  # the one generator behind ambient randomness in a worker; None until _fix_entropy
+_SHA256 = _NP_SEED = None  # bound by _fix_entropy, before any environment's code runs
 _OS_URANDOM = _os.urandom  # the real one: a reset without a seed asks for randomness, and gets it
 
 def _fix_entropy():
     "Route `os.urandom` (and with it `secrets`, `uuid4`, numpy's unseeded generators) and `Random()` without a seed through one generator."
-    global _ENTROPY
-    import random
+    global _ENTROPY, _SHA256, _NP_SEED
+    import hashlib, random
+    import numpy as np
+    _SHA256, _NP_SEED = hashlib.sha256, np.random.seed
     _ENTROPY = random.Random(0)
     def urandom(n: int) -> bytes: return _ENTROPY.randbytes(n)
     _os.urandom = random._urandom = urandom  # random._urandom: SystemRandom, which secrets uses
@@ -233,11 +236,9 @@ def _fix_entropy():
 def _reseed(seed, op: str, k: int):
     "Ambient randomness as a function of the instance's seed and this call: its operation and the how-manieth since the reset (no seed: fresh entropy)."
     if _ENTROPY is None: return
-    import hashlib
-    import numpy as np
-    h = hashlib.sha256(f'{seed}|{op}|{k}'.encode() if seed is not None else _OS_URANDOM(32)).digest()
+    h = _SHA256(f'{seed}|{op}|{k}'.encode() if seed is not None else _OS_URANDOM(32)).digest()
     _ENTROPY.seed(h)  # one seeding serves the random module, Random() and os.urandom (about 5 us; numpy's about 2 us)
-    np.random.seed(int.from_bytes(h[:4], 'little'))
+    _NP_SEED(int.from_bytes(h[:4], 'little'))
 
 # %% ../nbs/05_worker.ipynb #83d440e2
 def _reason(e: BaseException) -> str:
