@@ -218,7 +218,7 @@ HFPolicy.rewrites_turns = _rewrites_turns
 HFPolicy.append_turn = _append_turn
 HFPolicy.decode = _decode
 
-# %% ../nbs/02_llm.ipynb #64615f8a
+# %% ../nbs/02_llm.ipynb #9385de2d
 def _adapter_scope(self: HFPolicy, use_adapter: bool, name: str | None = None):
     "No adapter, the named one for this call (when the model has it: `TrainerConfig.separate_adapters`), or the active one."
     if not use_adapter and hasattr(self.model, 'disable_adapter'): return self.model.disable_adapter()
@@ -232,6 +232,10 @@ def _switched(self: HFPolicy, name: str):
     try: yield
     finally: self.model.set_adapter(prev)
 
+HFPolicy._adapter_scope = _adapter_scope
+HFPolicy._switched = _switched
+
+# %% ../nbs/02_llm.ipynb #7db9ee95
 def _generate(self: HFPolicy, prompts, params=None, *, use_adapter=True) -> list[list[Completion]]:
     import torch
     params = params or SamplingParams()
@@ -251,6 +255,9 @@ def _generate(self: HFPolicy, prompts, params=None, *, use_adapter=True) -> list
                 out[i][j] = c
     return out
 
+HFPolicy.generate = _generate
+
+# %% ../nbs/02_llm.ipynb #9f89f250
 def _generate_batch(self: HFPolicy, prompts, params) -> list[Completion]:
     import torch
     from transformers import GenerationConfig
@@ -294,9 +301,6 @@ def _completion(self: HFPolicy, ids, lps, cap, params) -> Completion:
     ids, lps = ids[:end], lps[:end]
     return Completion(self.decode(ids), ids, [float(x) for x in lps], reason)
 
-HFPolicy._adapter_scope = _adapter_scope
-HFPolicy._switched = _switched
-HFPolicy.generate = _generate
 HFPolicy._generate_batch = _generate_batch
 HFPolicy._completion = _completion
 
