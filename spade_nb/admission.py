@@ -311,7 +311,98 @@ def gives_away(targets: list[list[str]], tokens: list[str], common: set[str] = f
             if any(any(t not in common for t in hay[i:i + len(needle)]) for i in find_tokens(needle, hay)): return True
     return False
 
-# %% ../nbs/07_admission.ipynb #688e2f43
+# %% ../nbs/07_admission.ipynb #ddb1e5bf
+@dataclass
+class _Trial:
+    "One admission's state, shared by its stages: the first worker's environment, the seeds, and what they gave."
+    env: SandboxedEnv
+    seeds: list[int]
+    control_seeds: list[int]
+    cfg: AdmissionConfig
+    budget: _Budget
+    m: dict  # the verdict's measurements, filled as the stages go
+    sols: dict = field(default_factory=dict)  # seed -> solution()
+    cert: dict = field(default_factory=dict)  # seed -> the transcript of its solution replayed
+    probes: dict = field(default_factory=dict)  # seed -> probe actions
+    fuzz: dict = field(default_factory=dict)  # seed -> the transcript of its probes
+
+    @property
+    def max_obs(self) -> int: return self.cfg.max_observation_chars
+
+    def probe_run(self, s: int) -> list[str]:
+        "Seed `s`'s probe actions, repeated to outlast `max_turns`."
+        return self.probes[s] * (1 + self.env.max_turns // max(1, len(self.probes[s])))
+
+# %% ../nbs/07_admission.ipynb #71262511
+def _certify(t: _Trial) -> tuple[str, str] | None:
+    "The certificate on every seed, then the fuzzing transcripts (kept for the determinism check)."
+    for s in t.seeds:
+        iid = _opaque()
+        t.env.reset(seed=s, instance=iid)
+        t.sols[s] = t.env.solution(instance=iid)
+        if len(t.sols[s]) > t.env.max_turns:
+            return 'unsolvable', f'seed {s}: solution has {len(t.sols[s])} actions, more than max_turns={t.env.max_turns}'
+        t.cert[s], ret = _play(t.env, s, t.sols[s], budget=t.budget, max_obs=t.max_obs)
+        if not (is_win(ret) and t.cert[s][-1][2]):
+            return 'unsolvable', (f'seed {s}: replaying solution() ends with reward {ret} '
+                                  f'(terminated={t.cert[s][-1][2] if len(t.cert[s]) > 1 else False})')
+    t.probes = {s: PROBE_ACTIONS + [a for o in t.seeds if o != s for a in t.sols[o]] for s in t.seeds}
+    t.fuzz = {s: _play(t.env, s, t.probe_run(s), budget=t.budget, max_obs=t.max_obs)[0] for s in t.seeds}
+    t.m['transcripts'] = {str(s): _clip(t.cert[s]) for s in t.seeds}
+
+# %% ../nbs/07_admission.ipynb #024d2402
+def _interleaving(t: _Trial) -> tuple[str, str] | None:
+    s0 = t.seeds[0]
+    if _interleaved(t.env, s0, t.sols[s0], t.budget, t.max_obs) != t.cert[s0]:
+        return 'nondeterministic', f'seed {s0}: two interleaved instances of one worker diverged'
+
+def _fresh_worker(t: _Trial, env2: SandboxedEnv) -> tuple[str, str] | None:
+    for s in t.seeds:
+        iid = _opaque()
+        env2.reset(seed=s, instance=iid)
+        if env2.solution(instance=iid) != t.sols[s]: return 'nondeterministic', f'seed {s}: solution() differs between two fresh workers'
+        if _play(env2, s, t.sols[s], budget=t.budget, max_obs=t.max_obs)[0] != t.cert[s] or \
+           _play(env2, s, t.probe_run(s), budget=t.budget, max_obs=t.max_obs)[0] != t.fuzz[s]:
+            return 'nondeterministic', f'seed {s}: the same actions gave different transcripts in two fresh workers'
+
+# %% ../nbs/07_admission.ipynb #b591f784
+def _one_puzzle(t: _Trial) -> tuple[str, str] | None:
+    if len({json.dumps(t.sols[s]) for s in t.seeds}) == 1:
+        return 'seed_insensitive', f'all {len(t.seeds)} seeds have the same solution {_brief(t.sols[t.seeds[0]])}'
+
+def _controls(t: _Trial, env3: SandboxedEnv) -> tuple[str, str] | None:
+    t.m['controls'] = {}
+    for name, policy in control_policies(t.env.kind).items():
+        prng = np.random.default_rng([s % 2 ** 32 for s in t.seeds] + [zlib.crc32(name.encode())])
+        if name == 'near_miss':  # on the seeds whose solution is known, cut where the certificate won
+            runs = [(s, t.sols[s][:len(t.cert[s]) - 1]) for s in (t.seeds * t.cfg.control_episodes)[:t.cfg.control_episodes]]
+        else: runs = [(s, t.sols.get(s)) for s in t.control_seeds]
+        wins = [is_win(_play(env3, s, policy=policy, rng=prng, budget=t.budget, max_obs=t.max_obs, solution=sol)[1]) for s, sol in runs]
+        t.m['controls'][name] = float(np.mean(wins))
+        if t.m['controls'][name] >= t.cfg.control_win_share:
+            return 'degenerate_policy_wins', f'the {name!r} policy won {sum(wins)} of {len(wins)} episodes'
+
+def _cross_seed(t: _Trial) -> tuple[str, str] | None:
+    cross = [is_win(_play(t.env, o, t.sols[s], budget=t.budget, max_obs=t.max_obs)[1])
+             for s in t.seeds for o in t.seeds if s != o and t.sols[s] != t.sols[o]]
+    t.m['cross_seed_win_share'] = float(np.mean(cross)) if cross else 0.0
+    if cross and t.m['cross_seed_win_share'] > t.cfg.cross_seed_win_share:
+        return 'seed_insensitive', f'solutions replayed on other seeds win {t.m["cross_seed_win_share"]:.0%} of the time'
+
+# %% ../nbs/07_admission.ipynb #ec0a2731
+def _leaks(t: _Trial) -> tuple[str, str] | None:
+    kind = t.env.kind
+    seen = {s: [normalize_tokens(o) for o in [t.cert[s][0]] + ([r[0] for r in t.cert[s][1:-1]] if kind == 'TextEnv' else [])]
+            for s in t.seeds}
+    common = set.intersection(*({x for toks in seen[s] for x in toks + joined_numbers(toks)} for s in t.seeds))
+    common_actions = set.intersection(*(set(t.sols[s]) for s in t.seeds))  # "up" in a movement game is no secret
+    leaks = [s for s in t.seeds if any(gives_away(leak_targets(kind, t.sols[s], common_actions), toks, common) for toks in seen[s])]
+    t.m['leak_seeds'] = leaks
+    if len(leaks) > t.cfg.leak_share * len(t.seeds):
+        return 'answer_leak', (f'the answer, or one of its actions, appears in an observation before the win on {len(leaks)} '
+                               f'of {len(t.seeds)} seeds')
+
+# %% ../nbs/07_admission.ipynb #47d498ca
 def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig | None = None,
           pool: WorkerPool | None = None) -> Verdict:
     "Run every admission check on `code` in the sandbox; fail closed."
@@ -329,75 +420,21 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         env = SandboxedEnv(code, cfg.limits, pool=pool)
         verdict.class_name, verdict.kind = env.class_name, env.kind
         m['timings']['load'] = time.perf_counter() - t0
-        budget, max_obs = _Budget(cfg.budget_seconds), cfg.max_observation_chars
+        t = _Trial(env, seeds, control_seeds, cfg, _Budget(cfg.budget_seconds), m)
         if not isinstance(env.max_turns, int) or isinstance(env.max_turns, bool) or not 1 <= env.max_turns <= 1000:
             return _reject(verdict, 'contract', f'max_turns must be an int in [1, 1000], got {env.max_turns!r}')
-        # 3-4. certificate and contract fuzzing over fresh seeds
-        sols, cert = {}, {}
-        for s in seeds:
-            iid = _opaque()
-            env.reset(seed=s, instance=iid)
-            sols[s] = env.solution(instance=iid)
-            if len(sols[s]) > env.max_turns:
-                return _reject(verdict, 'unsolvable', f'seed {s}: solution has {len(sols[s])} actions, more than max_turns={env.max_turns}')
-            cert[s], ret = _play(env, s, sols[s], budget=budget, max_obs=max_obs)
-            if not (is_win(ret) and cert[s][-1][2]):
-                return _reject(verdict, 'unsolvable', f'seed {s}: replaying solution() ends with reward {ret} '
-                                                      f'(terminated={cert[s][-1][2] if len(cert[s]) > 1 else False})')
-        probes = {s: PROBE_ACTIONS + [a for o in seeds if o != s for a in sols[o]] for s in seeds}
-        fuzz = {s: _play(env, s, probes[s] * (1 + env.max_turns // max(1, len(probes[s]))), budget=budget, max_obs=max_obs)[0]
-                for s in seeds}
-        m['transcripts'] = {str(s): _clip(cert[s]) for s in seeds}
-        # 5. determinism: interleaved instances of this worker, then a fresh worker
-        s0 = seeds[0]
-        if _interleaved(env, s0, sols[s0], budget, max_obs) != cert[s0]:
-            return _reject(verdict, 'nondeterministic', f'seed {s0}: two interleaved instances of one worker diverged')
+        if (why := _certify(t) or _interleaving(t)): return _reject(verdict, *why)
         env2, spare = SandboxedEnv(code, cfg.limits, worker=spare), None
         spare3 = pool.acquire() if pool else _Worker(sandbox_tier(), cfg.limits)  # the controls' worker boots meanwhile
-        for s in seeds:
-            iid = _opaque()
-            env2.reset(seed=s, instance=iid)
-            if env2.solution(instance=iid) != sols[s]: return _reject(verdict, 'nondeterministic', f'seed {s}: solution() differs between two fresh workers')
-            if _play(env2, s, sols[s], budget=budget, max_obs=max_obs)[0] != cert[s] or \
-               _play(env2, s, probes[s] * (1 + env.max_turns // max(1, len(probes[s]))), budget=budget, max_obs=max_obs)[0] != fuzz[s]:
-                return _reject(verdict, 'nondeterministic', f'seed {s}: the same actions gave different transcripts in two fresh workers')
+        if (why := _fresh_worker(t, env2)): return _reject(verdict, *why)
         env2.close()
-        # 6. seed sensitivity: one answer for every seed is one fixed puzzle, whatever the observations say
-        if len({json.dumps(sols[s]) for s in seeds}) == 1:
-            return _reject(verdict, 'seed_insensitive', f'all {len(seeds)} seeds have the same solution {_brief(sols[seeds[0]])}')
-        # 7. negative controls, in a third worker where solution() is never called: an environment that is honest only
-        # once it has been asked for a solution shows what it does otherwise
+        if (why := _one_puzzle(t)): return _reject(verdict, *why)
         env3, spare3 = SandboxedEnv(code, cfg.limits, worker=spare3), None
-        m['controls'] = {}
-        for name, policy in control_policies(env.kind).items():
-            prng = np.random.default_rng([s % 2 ** 32 for s in seeds] + [zlib.crc32(name.encode())])
-            if name == 'near_miss':  # on the seeds whose solution is known, cut where the certificate won
-                runs = [(s, sols[s][:len(cert[s]) - 1]) for s in (seeds * cfg.control_episodes)[:cfg.control_episodes]]
-            else: runs = [(s, sols.get(s)) for s in control_seeds]
-            wins = [is_win(_play(env3, s, policy=policy, rng=prng, budget=budget, max_obs=max_obs, solution=sol)[1]) for s, sol in runs]
-            m['controls'][name] = float(np.mean(wins))
-            if m['controls'][name] >= cfg.control_win_share:
-                return _reject(verdict, 'degenerate_policy_wins', f'the {name!r} policy won {sum(wins)} of {len(wins)} episodes')
-        # 6b. a solution that wins on other seeds means one fixed puzzle (checked after the controls, so that
-        # "any answer wins" is reported as the degenerate policy it is)
-        cross = [is_win(_play(env, t, sols[s], budget=budget, max_obs=max_obs)[1]) for s in seeds for t in seeds if s != t and sols[s] != sols[t]]
-        m['cross_seed_win_share'] = float(np.mean(cross)) if cross else 0.0
-        if cross and m['cross_seed_win_share'] > cfg.cross_seed_win_share:
-            return _reject(verdict, 'seed_insensitive', f'solutions replayed on other seeds win {m["cross_seed_win_share"]:.0%} of the time')
-        # 8. leak check: every observation before the winning step (a ToolEnv's tools may reveal it: its first only)
-        seen = {s: [normalize_tokens(o) for o in [cert[s][0]] + ([r[0] for r in cert[s][1:-1]] if env.kind == 'TextEnv' else [])]
-                for s in seeds}
-        common = set.intersection(*({t for toks in seen[s] for t in toks + joined_numbers(toks)} for s in seeds))
-        common_actions = set.intersection(*(set(sols[s]) for s in seeds))  # "up" in a movement game is no secret
-        leaks = [s for s in seeds if any(gives_away(leak_targets(env.kind, sols[s], common_actions), toks, common) for toks in seen[s])]
-        m['leak_seeds'] = leaks
-        if len(leaks) > cfg.leak_share * len(seeds):
-            return _reject(verdict, 'answer_leak', f'the answer, or one of its actions, appears in an observation before the win on {len(leaks)} of {len(seeds)} seeds')
+        if (why := _controls(t, env3) or _cross_seed(t) or _leaks(t)): return _reject(verdict, *why)
         # 9. what play re-sends: each seed's certified actions, and a near miss of them played in the controls' worker
-        m['replays'] = [asdict(r) for s in seeds for r in (Replay(s, sols[s], transcript_digest(cert[s])),
-                                                           _control_replay(env3, env.kind, s, sols[s], budget, max_obs))]
-        # fingerprint: fixed seeds and fixed probes, comparable across admissions
-        m['fingerprint'] = behaviour_fingerprint(env, cfg.fingerprint_seeds, budget, max_obs)
+        m['replays'] = [asdict(r) for s in seeds for r in (Replay(s, t.sols[s], transcript_digest(t.cert[s])),
+                                                           _control_replay(env3, env.kind, s, t.sols[s], t.budget, t.max_obs))]
+        m['fingerprint'] = behaviour_fingerprint(env, cfg.fingerprint_seeds, t.budget, t.max_obs)  # fixed seeds and probes
         verdict.ok, verdict.reason, verdict.details = True, 'ok', REASONS['ok']
         return verdict
     except SandboxError as e:
