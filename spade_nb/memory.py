@@ -472,6 +472,22 @@ def _evict(self: EnvMemory, iteration: int) -> list[int]:
 EnvMemory.value = _value
 EnvMemory.evict = _evict
 
+# %% ../nbs/12_memory.ipynb #bbbd6408
+def _similarity(self: EnvMemory, ids: Sequence[int]) -> float | None:
+    "Mean pairwise MinHash similarity of the environments `ids` (None for fewer than two)."
+    keys = [f'minhash:{i}' for i in dict.fromkeys(int(i) for i in ids)]
+    rows = []
+    for k in range(0, len(keys), 500):  # within SQLite's limit on bound parameters
+        chunk = keys[k:k + 500]
+        rows += self.db.execute(f'SELECT value FROM meta WHERE key IN ({", ".join("?" * len(chunk))})', chunk).fetchall()
+    if len(rows) < 2: return None
+    mh = np.stack([np.frombuffer(bytes.fromhex(v), dtype=np.uint64) for (v,) in rows])
+    n = len(mh)
+    equal = sum((mh[:, None, k] == mh[None, :, k]).astype(np.float64) for k in range(mh.shape[1])) / mh.shape[1]
+    return float((equal.sum() - n) / (n * (n - 1)))  # the diagonal (each with itself) left out
+
+EnvMemory.similarity = _similarity
+
 # %% ../nbs/12_memory.ipynb #8bfff46a
 def _export(self: EnvMemory, path: str | Path) -> int:
     "Write the live records, each with its score history, as JSONL; returns the count."

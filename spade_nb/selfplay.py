@@ -264,8 +264,10 @@ class IterationMetrics:
     skills_requested: dict | None = None  # designs by the skill the prompt asked for
     skill_mismatch: int | None = None  # admitted designs of another kind than asked for
     memory_designed: int | None = None  # admitted designs alive in the memory (all iterations)
-    memory_distinct_behavioural: int | None = None  # distinct behavioural fingerprints among them
-    memory_distinct_structural: int | None = None  # distinct structural fingerprints among them
+    memory_designed_ever: int | None = None  # designs ever admitted to the memory, evicted ones too
+    memory_distinct_behavioural: int | None = None  # distinct behavioural fingerprints among those ever admitted (dedup is against live records only)
+    memory_distinct_structural: int | None = None  # distinct structural fingerprints among those ever admitted
+    memory_similarity: float | None = None  # mean pairwise MinHash similarity of the live designs (0: nothing shared, 1: alike; at most 256 sampled)
     memory_skill_mix: dict | None = None  # them by skill
     memory_near_duplicate_share: float | None = None  # share of them flagged as near-duplicates
     regret_mean: float | None = None  # mean regret over played environments
@@ -567,14 +569,18 @@ def _mean_of(rows, key):
     xs = [r[key] for r in rows if r[key] is not None]
     return float(np.mean(xs)) if xs else None
 
-def memory_diversity(memory: EnvMemory) -> dict:
-    "Diversity of every designed environment alive in the memory: does the designer collapse into one kind?"
-    recs = [r for r in memory.records() if r.origin == 'designer']  # the memory's records are all admitted
+def memory_diversity(memory: EnvMemory, *, sample: int = 256) -> dict:
+    "Does the designer collapse into one kind? Its live environments (seeds excluded) and every design it ever had admitted."
+    live = [r for r in memory.records() if r.origin == 'designer']  # the memory's records are all admitted
+    ever = [r for r in memory.records(include_evicted=True) if r.origin == 'designer']
+    ids = [r.id for r in live]
+    if len(ids) > sample: ids = np.random.default_rng(0).choice(ids, sample, replace=False).tolist()
     mix = {}
-    for r in recs: mix[r.skill] = mix.get(r.skill, 0) + 1
-    return {'memory_designed': len(recs), 'memory_distinct_behavioural': len({r.behavioural_fp for r in recs}),
-            'memory_distinct_structural': len({r.structural_fp for r in recs}), 'memory_skill_mix': mix,
-            'memory_near_duplicate_share': sum(r.near_duplicate_of is not None for r in recs) / max(1, len(recs))}
+    for r in live: mix[r.skill] = mix.get(r.skill, 0) + 1
+    return {'memory_designed': len(live), 'memory_designed_ever': len(ever),
+            'memory_distinct_behavioural': len({r.behavioural_fp for r in ever}), 'memory_distinct_structural': len({r.structural_fp for r in ever}),
+            'memory_similarity': memory.similarity(ids), 'memory_skill_mix': mix,
+            'memory_near_duplicate_share': sum(r.near_duplicate_of is not None for r in live) / max(1, len(live))}
 
 def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, played: PlayOutcome, per_env: dict[str, dict],
               skills: dict[int, str], updated: UpdateOutcome, evaluation: Evaluation, memory: dict, seconds: dict) -> IterationMetrics:
