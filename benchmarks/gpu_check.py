@@ -9,7 +9,8 @@ preset's figure it checks (a section whose dependency is missing says so and is 
 3. trainer     training tokens/s and peak GPU memory: LoRA and QLoRA nf4, gradient checkpointing on and off
 4. moe         one Qwen3-30B-A3B layer: forward and backward tokens/s and peak memory (when memory allows)
 5. selfplay    one iteration of the single-gpu preset, counts scaled down, on the real-shape random Qwen3 in bf16, on the
-               preset's backend (vLLM) where vLLM is installed, else on its documented fallback (HF), saying which
+               preset's backend (vLLM) where vLLM is installed, else on its documented fallback (HF), saying which; with
+               each stage's generation rate (tokens generated / stage seconds: vLLM's tokens/s where it runs)
 
 About 8 minutes on one H200. `--dry-run` runs every section with tiny shapes on the CPU in under a minute
 (CI does): it checks the script, not the figures.
@@ -211,6 +212,11 @@ def section_selfplay(ck: Check, preset):
         why = '' if backend == 'vllm' else (' (the fallback: vllm is not installed)' if not ck.dry else ' (dry run)')
         ck.say('selfplay', f'one scaled-down single-gpu iteration on the {backend} backend{why} in {secs:.0f} s, stages {stages}, '
                f'loss_agent {row.get("loss_agent")}', selfplay_seconds=secs, stages=stages, backend=backend)
+        keys = {'design': ('tokens_design', 'seconds_design'), 'hints': ('tokens_hint', 'seconds_hints'), 'play': ('tokens_play', 'seconds_play')}
+        rates = {stage: row[t] / row[s] for stage, (t, s) in keys.items() if row.get(t) and row.get(s)}
+        ck.say('selfplay', f'generation on the {backend} backend inside the iteration (tokens generated / stage seconds, the sandbox '
+               f'and parsing included, so a lower bound): ' + ', '.join(f'{k} {v:.0f} tokens/s' for k, v in rates.items()) +
+               ' (compare the generation section\'s HF figure)', **{f'{k}_tokens_per_s': v for k, v in rates.items()})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -19,4 +19,5 @@ def test_the_gpu_check_runs_dry(tmp_path):
     assert f['generation']['tokens_per_s'] > 0 and f['moe']['moe_layer_tokens_per_s'] > 0
     assert {'lora_ckpt_tokens_per_s', 'lora_nockpt_tokens_per_s', 'qlora_nf4_ckpt_tokens_per_s', 'qlora_nf4_nockpt_tokens_per_s'} <= set(f['trainer'])
     assert f['selfplay']['stages'] and f['selfplay']['selfplay_seconds'] > 0
+    assert f['selfplay']['design_tokens_per_s'] > 0 and f['selfplay']['play_tokens_per_s'] > 0  # the iteration's generation rates
     print(p.stdout[-2500:])
