@@ -331,7 +331,7 @@ def _kill_all():
     for w in list(_LIVE): w.kill()
 atexit.register(_kill_all)
 
-# %% ../nbs/06_sandbox.ipynb #54edf3b6
+# %% ../nbs/06_sandbox.ipynb #3607dadf
 class _Worker:
     "One worker process and its two protocol pipes (parent side)."
     def __init__(self, tier: str, limits: SandboxLimits):
@@ -376,121 +376,137 @@ class _Worker:
         _LIVE.add(self)
         self.started, self.ready_seconds, self.uid, self.hello = time.perf_counter(), None, None, {}
 
-    def wait_ready(self):
-        "Block until the worker has started (in its cgroup, with its limits and filter) and said so."
-        if self.ready_seconds is None:
-            try:
-                deadline = time.monotonic() + self.limits.start_timeout
-                if self._info_r is not None: self._read_info(deadline)
-                hello = self._read(max(0.01, deadline - time.monotonic()), expect_id=None)
-            except SandboxError as e:
-                self.dead = (e.reason, e.message); self.kill(); raise
-            if not hello.get('ready'): self.kill(); raise SandboxError('setup', f'worker did not start: {hello}')
-            self.ready_seconds = time.perf_counter() - self.started
-            self.uid, self.hello = hello.get('uid'), hello
-        return self
-
-    def _read_info(self, deadline: float):
-        "Read bubblewrap's --info-fd report: the worker's host pid, which joins the cgroup if it is not in it yet."
-        buf = b''
+# %% ../nbs/06_sandbox.ipynb #d072dafa
+def _wait_ready(self: _Worker):
+    "Block until the worker has started (in its cgroup, with its limits and filter) and said so."
+    if self.ready_seconds is None:
         try:
-            while (chunk := _read_some(self._info_r, 4096, deadline)):
-                buf += chunk
-                if len(buf) > 65536: break
-        finally:
-            os.close(self._info_r); self._info_r = None
-        try: self.child_pid = int(json.loads(buf)['child-pid'])
-        except (ValueError, KeyError, TypeError): raise SandboxError(*self._death()) from None
-        if self.cgroup and self.child_pid not in self.cgroup.pids(): self._join(self.child_pid)
-
-    def _join(self, pid: int):
-        "Move `pid` into the worker's cgroup; if the kernel refuses, the worker goes on without one (and says why)."
-        if self.cgroup is None: return
-        try: self.cgroup.add(pid)
-        except OSError as e:
-            _cgroup_note[0] = f'could not move a worker into its cgroup: {e}'
-            self.cgroup.kill(); self.cgroup = None
-
-    def _read_n(self, n: int, deadline: float) -> bytes:
-        buf = b''
-        while len(buf) < n:
-            chunk = _read_some(self.rep_r, min(n - len(buf), 1 << 20), deadline)
-            if not chunk: raise SandboxError(*self._death())
-            buf += chunk
-        return buf
-
-    def _death(self) -> tuple[str, str]:
-        "Why the worker is gone: its exit status, read without waiting long."
-        try: code = self.proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired: code = None
-        if self.cgroup and self.cgroup.oom_killed(): return 'memory', "the worker's cgroup ran out of memory"
-        if code is not None and code < 0:
-            sig = -code
-            if sig == signal.SIGXCPU: return 'timeout', 'CPU time limit exceeded'
-            if sig == signal.SIGSYS: return 'forbidden_syscall', 'killed by the system-call filter'
-            return 'crash', f'worker killed by signal {signal.Signals(sig).name}'
-        if code not in (None, 0) and 'bwrap' in self.tier and code > 128:
-            return 'crash', f'worker killed by signal {signal.Signals(code - 128).name}' if code - 128 in signal.Signals._value2member_map_ else f'worker exited with status {code}'
-        return 'crash', f'worker exited (status {code})'
-
-    def _read(self, timeout: float, expect_id) -> dict:
-        deadline = time.monotonic() + timeout
-        for _ in range(64):  # frames with a wrong id are discarded (a forged or stale frame), up to a point
-            (n,) = struct.unpack('>I', self._read_n(4, deadline))
-            if n > self.limits.max_frame_bytes:
-                raise SandboxError('output_too_large', f'a reply of {n} bytes exceeds the {self.limits.max_frame_bytes}-byte cap')
-            try: msg = json.loads(self._read_n(n, deadline).decode('utf-8'), parse_constant=_reject_constant)
-            except (ValueError, UnicodeDecodeError, RecursionError) as e:
-                raise SandboxError('protocol', f'malformed reply: {str(e)[:200]}') from None
-            if not isinstance(msg, dict) or _depth(msg) > 32: raise SandboxError('protocol', 'reply is not a JSON object of bounded depth')
-            if expect_id is None or msg.get('id') == expect_id: return msg
-        raise SandboxError('protocol', 'too many frames with a wrong request id')
-
-    def call(self, op: str, timeout: float | None = None, **payload) -> dict:
-        if self.dead: raise SandboxError(*self.dead)
-        rid = secrets.token_hex(8)
-        data = json.dumps({'id': rid, 'op': op, **payload}, ensure_ascii=False).encode('utf-8')
-        deadline = time.monotonic() + (timeout or self.limits.call_timeout)
-        try:
-            _write_all(self.req_w, struct.pack('>I', len(data)) + data, deadline)
-            return self._read(max(0.01, deadline - time.monotonic()), rid)
-        except BrokenPipeError:
-            self.dead = self._death(); self.kill(); raise SandboxError(*self.dead) from None
+            deadline = time.monotonic() + self.limits.start_timeout
+            if self._info_r is not None: self._read_info(deadline)
+            hello = self._read(max(0.01, deadline - time.monotonic()), expect_id=None)
         except SandboxError as e:
             self.dead = (e.reason, e.message); self.kill(); raise
+        if not hello.get('ready'): self.kill(); raise SandboxError('setup', f'worker did not start: {hello}')
+        self.ready_seconds = time.perf_counter() - self.started
+        self.uid, self.hello = hello.get('uid'), hello
+    return self
 
-    def kill(self):
-        "Kill the worker and everything in its cgroup, close its pipes, free its uid; safe to call twice."
-        proc = getattr(self, 'proc', None)
-        if proc is not None and proc.poll() is None and self._info_r is not None:
-            try: self._read_info(time.monotonic() + 0.5)
-            except (SandboxError, OSError): pass
-        if proc is not None and proc.poll() is None and self.child_pid:
-            # the worker first, so that bubblewrap reaps it and exits: killed together, the worker would be
-            # re-parented to the host's init and linger as a zombie until that init gets round to it
-            try: os.kill(self.child_pid, signal.SIGKILL)
-            except ProcessLookupError: pass
-            try: proc.wait(timeout=1)
-            except subprocess.TimeoutExpired: pass
-        if self.cgroup: self.cgroup.kill()
-        if proc is not None and proc.poll() is None:
-            try: os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError): pass
-            try: proc.kill()
-            except ProcessLookupError: pass
-        if proc is not None:
-            try: proc.wait(timeout=5)
-            except subprocess.TimeoutExpired: pass
-        if self.cgroup: self.cgroup.kill(); self.cgroup = None  # again: the monitor's exit may have raced the first pass
-        for fd in ('req_w', 'rep_r', '_info_r'):
-            if getattr(self, fd, None) is not None:
-                try: os.close(getattr(self, fd))
-                except OSError: pass
-                setattr(self, fd, None)
-        if self._uid_fd is not None: os.close(self._uid_fd); self._uid_fd = None
-        if getattr(self, 'scratch', None): shutil.rmtree(self.scratch, ignore_errors=True); self.scratch = None
-        if not self.dead: self.dead = ('closed', 'the worker was closed')
-        _LIVE.discard(self)
+def _read_info(self: _Worker, deadline: float):
+    "Read bubblewrap's --info-fd report: the worker's host pid, which joins the cgroup if it is not in it yet."
+    buf = b''
+    try:
+        while (chunk := _read_some(self._info_r, 4096, deadline)):
+            buf += chunk
+            if len(buf) > 65536: break
+    finally:
+        os.close(self._info_r); self._info_r = None
+    try: self.child_pid = int(json.loads(buf)['child-pid'])
+    except (ValueError, KeyError, TypeError): raise SandboxError(*self._death()) from None
+    if self.cgroup and self.child_pid not in self.cgroup.pids(): self._join(self.child_pid)
+
+def _join(self: _Worker, pid: int):
+    "Move `pid` into the worker's cgroup; if the kernel refuses, the worker goes on without one (and says why)."
+    if self.cgroup is None: return
+    try: self.cgroup.add(pid)
+    except OSError as e:
+        _cgroup_note[0] = f'could not move a worker into its cgroup: {e}'
+        self.cgroup.kill(); self.cgroup = None
+
+_Worker.wait_ready = _wait_ready
+_Worker._read_info = _read_info
+_Worker._join = _join
+
+# %% ../nbs/06_sandbox.ipynb #58a97550
+def _read_n(self: _Worker, n: int, deadline: float) -> bytes:
+    buf = b''
+    while len(buf) < n:
+        chunk = _read_some(self.rep_r, min(n - len(buf), 1 << 20), deadline)
+        if not chunk: raise SandboxError(*self._death())
+        buf += chunk
+    return buf
+
+def _death(self: _Worker) -> tuple[str, str]:
+    "Why the worker is gone: its exit status, read without waiting long."
+    try: code = self.proc.wait(timeout=1.0)
+    except subprocess.TimeoutExpired: code = None
+    if self.cgroup and self.cgroup.oom_killed(): return 'memory', "the worker's cgroup ran out of memory"
+    if code is not None and code < 0:
+        sig = -code
+        if sig == signal.SIGXCPU: return 'timeout', 'CPU time limit exceeded'
+        if sig == signal.SIGSYS: return 'forbidden_syscall', 'killed by the system-call filter'
+        return 'crash', f'worker killed by signal {signal.Signals(sig).name}'
+    if code not in (None, 0) and 'bwrap' in self.tier and code > 128:
+        return 'crash', f'worker killed by signal {signal.Signals(code - 128).name}' if code - 128 in signal.Signals._value2member_map_ else f'worker exited with status {code}'
+    return 'crash', f'worker exited (status {code})'
+
+def _read(self: _Worker, timeout: float, expect_id) -> dict:
+    deadline = time.monotonic() + timeout
+    for _ in range(64):  # frames with a wrong id are discarded (a forged or stale frame), up to a point
+        (n,) = struct.unpack('>I', self._read_n(4, deadline))
+        if n > self.limits.max_frame_bytes:
+            raise SandboxError('output_too_large', f'a reply of {n} bytes exceeds the {self.limits.max_frame_bytes}-byte cap')
+        try: msg = json.loads(self._read_n(n, deadline).decode('utf-8'), parse_constant=_reject_constant)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise SandboxError('protocol', f'malformed reply: {str(e)[:200]}') from None
+        if not isinstance(msg, dict) or _depth(msg) > 32: raise SandboxError('protocol', 'reply is not a JSON object of bounded depth')
+        if expect_id is None or msg.get('id') == expect_id: return msg
+    raise SandboxError('protocol', 'too many frames with a wrong request id')
+
+_Worker._read_n = _read_n
+_Worker._death = _death
+_Worker._read = _read
+
+# %% ../nbs/06_sandbox.ipynb #6cf50a5e
+def _call(self: _Worker, op: str, timeout: float | None = None, **payload) -> dict:
+    if self.dead: raise SandboxError(*self.dead)
+    rid = secrets.token_hex(8)
+    data = json.dumps({'id': rid, 'op': op, **payload}, ensure_ascii=False).encode('utf-8')
+    deadline = time.monotonic() + (timeout or self.limits.call_timeout)
+    try:
+        _write_all(self.req_w, struct.pack('>I', len(data)) + data, deadline)
+        return self._read(max(0.01, deadline - time.monotonic()), rid)
+    except BrokenPipeError:
+        self.dead = self._death(); self.kill(); raise SandboxError(*self.dead) from None
+    except SandboxError as e:
+        self.dead = (e.reason, e.message); self.kill(); raise
+
+_Worker.call = _call
+
+# %% ../nbs/06_sandbox.ipynb #03210793
+def _kill(self: _Worker):
+    "Kill the worker and everything in its cgroup, close its pipes, free its uid; safe to call twice."
+    proc = getattr(self, 'proc', None)
+    if proc is not None and proc.poll() is None and self._info_r is not None:
+        try: self._read_info(time.monotonic() + 0.5)
+        except (SandboxError, OSError): pass
+    if proc is not None and proc.poll() is None and self.child_pid:
+        # the worker first, so that bubblewrap reaps it and exits: killed together, the worker would be
+        # re-parented to the host's init and linger as a zombie until that init gets round to it
+        try: os.kill(self.child_pid, signal.SIGKILL)
+        except ProcessLookupError: pass
+        try: proc.wait(timeout=1)
+        except subprocess.TimeoutExpired: pass
+    if self.cgroup: self.cgroup.kill()
+    if proc is not None and proc.poll() is None:
+        try: os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError): pass
+        try: proc.kill()
+        except ProcessLookupError: pass
+    if proc is not None:
+        try: proc.wait(timeout=5)
+        except subprocess.TimeoutExpired: pass
+    if self.cgroup: self.cgroup.kill(); self.cgroup = None  # again: the monitor's exit may have raced the first pass
+    for fd in ('req_w', 'rep_r', '_info_r'):
+        if getattr(self, fd, None) is not None:
+            try: os.close(getattr(self, fd))
+            except OSError: pass
+            setattr(self, fd, None)
+    if self._uid_fd is not None: os.close(self._uid_fd); self._uid_fd = None
+    if getattr(self, 'scratch', None): shutil.rmtree(self.scratch, ignore_errors=True); self.scratch = None
+    if not self.dead: self.dead = ('closed', 'the worker was closed')
+    _LIVE.discard(self)
+
+_Worker.kill = _kill
 
 # %% ../nbs/06_sandbox.ipynb #21f2a33b
 def _bwrap_args(stage: Path, exe: str, limits: SandboxLimits, info_fd: int) -> list[str]:
