@@ -7,14 +7,13 @@ Finishes in about two minutes.   python benchmarks/memory.py [--sizes 1000 10000
 """
 import argparse
 import hashlib
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from spade_nb.memory import _COLS, EnvMemory, EnvRecord, _bands, minhash
+from spade_nb.memory import _COLS, EnvMemory, EnvRecord, _bands, _row_values, minhash
 
 
 def code_for(i: int) -> str:
@@ -31,7 +30,7 @@ def bulk_load(mem: EnvMemory, start: int, stop: int, rng):
         rec = EnvRecord(code, f'E{i}', 'TextEnv', 'reasoning_game', structural_fp=hashlib.sha256(f's{i}'.encode()).hexdigest(),
                         behavioural_fp=f'b{i}', iteration=int(rng.integers(0, 50)), regret=float(rng.random()),
                         regret_lo=float(rng.random()) - 0.1, win_rate_nohint=float(rng.random()), last_played=int(rng.integers(0, 50)))
-        rows.append([json.dumps(rec.provenance) if c == 'provenance' and rec.provenance else getattr(rec, c) for c in _COLS])
+        rows.append(_row_values(rec))  # as EnvMemory.add stores them
         mh = template.copy(); mh[: 1 + i % 60] = rng.integers(0, 2**61, 1 + i % 60, dtype=np.uint64)  # related but distinct
         lsh += [(b, h, i + 1) for b, h in enumerate(_bands(mh))]
         meta.append((f'minhash:{i + 1}', mh.tobytes().hex()))

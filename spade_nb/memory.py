@@ -243,6 +243,11 @@ def _find_duplicate(self: EnvMemory, rec: EnvRecord) -> int | None:
         if row: return row[0]
     return None
 
+def _row_values(rec: EnvRecord) -> list:
+    "`rec`'s values in `_COLS` order as SQLite stores them (provenance and replays as JSON)."
+    return [json.dumps(rec.provenance) if c == 'provenance' and rec.provenance is not None else
+            json.dumps([asdict(r) for r in rec.replays]) if c == 'replays' else getattr(rec, c) for c in _COLS]
+
 def _add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[int, bool]:
     "Insert `rec` unless it duplicates a live record (exact, structural or behavioural): (id, is_new)."
     dup = self._find_duplicate(rec)
@@ -251,8 +256,7 @@ def _add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[i
     bands = _bands(mh)
     near = self._near_duplicate(mh, bands)
     rec.near_duplicate_of = near
-    vals = [json.dumps(rec.provenance) if c == 'provenance' and rec.provenance is not None else
-            json.dumps([asdict(r) for r in rec.replays]) if c == 'replays' else getattr(rec, c) for c in _COLS]
+    vals = _row_values(rec)
     with self._tx():
         cur = self.db.execute(f'INSERT INTO envs ({", ".join(_COLS)}, protected) VALUES ({", ".join("?" * len(_COLS))}, ?)',
                               vals + [int(protected)])
