@@ -478,7 +478,7 @@ EnvMemory.evict = _evict
 
 # %% ../nbs/12_memory.ipynb #bbbd6408
 def _similarity(self: EnvMemory, ids: Sequence[int]) -> float | None:
-    "Mean pairwise MinHash similarity of the environments `ids` (None for fewer than two)."
+    "Mean pairwise MinHash similarity of the environments `ids` (None for fewer than two; memory grows as len(ids)**2: sample a large set)."
     keys = [f'minhash:{i}' for i in dict.fromkeys(int(i) for i in ids)]
     rows = []
     for k in range(0, len(keys), 500):  # within SQLite's limit on bound parameters
@@ -490,7 +490,13 @@ def _similarity(self: EnvMemory, ids: Sequence[int]) -> float | None:
     equal = sum((mh[:, None, k] == mh[None, :, k]).astype(np.float64) for k in range(mh.shape[1])) / mh.shape[1]
     return float((equal.sum() - n) / (n * (n - 1)))  # the diagonal (each with itself) left out
 
-EnvMemory.similarity = _similarity
+def _fingerprint_counts(self: EnvMemory, origin: str = 'designer') -> dict:
+    "Records of `origin` ever added (evicted ones too) and their distinct behavioural and structural fingerprints, counted in SQLite."
+    n, b, s = self.db.execute('SELECT count(*), count(DISTINCT behavioural_fp), count(DISTINCT structural_fp) FROM envs WHERE origin = ?',
+                              (origin,)).fetchone()
+    return {'ever': n, 'distinct_behavioural': b, 'distinct_structural': s}
+
+EnvMemory.similarity, EnvMemory.fingerprint_counts = _similarity, _fingerprint_counts
 
 # %% ../nbs/12_memory.ipynb #8bfff46a
 def _export(self: EnvMemory, path: str | Path) -> int:

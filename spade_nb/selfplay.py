@@ -572,13 +572,13 @@ def _mean_of(rows, key):
 def memory_diversity(memory: EnvMemory, *, sample: int = 256) -> dict:
     "Does the designer collapse into one kind? Its live environments (seeds excluded) and every design it ever had admitted."
     live = [r for r in memory.records() if r.origin == 'designer']  # the memory's records are all admitted
-    ever = [r for r in memory.records(include_evicted=True) if r.origin == 'designer']
+    ever = memory.fingerprint_counts('designer')  # evicted ones too, counted in SQLite (a long run evicts many)
     ids = [r.id for r in live]
     if len(ids) > sample: ids = np.random.default_rng(0).choice(ids, sample, replace=False).tolist()
     mix = {}
     for r in live: mix[r.skill] = mix.get(r.skill, 0) + 1
-    return {'memory_designed': len(live), 'memory_designed_ever': len(ever),
-            'memory_distinct_behavioural': len({r.behavioural_fp for r in ever}), 'memory_distinct_structural': len({r.structural_fp for r in ever}),
+    return {'memory_designed': len(live), 'memory_designed_ever': ever['ever'],
+            'memory_distinct_behavioural': ever['distinct_behavioural'], 'memory_distinct_structural': ever['distinct_structural'],
             'memory_similarity': memory.similarity(ids), 'memory_skill_mix': mix,
             'memory_near_duplicate_share': sum(r.near_duplicate_of is not None for r in live) / max(1, len(live))}
 
