@@ -163,8 +163,8 @@ class _Host:
         env = self.instances.get(inst)
         if env is None: return {'error': 'contract', 'message': f'instance {inst} was not reset'}
         if op in ('step', 'solution', 'hint'):  # the k-th call of its kind since the reset: the same in every worker
-            n = self.calls.setdefault(inst, {}); n[op] = n.get(op, 0) + 1
-            _reseed(self.seeds.get(inst), op, n[op])
+            n = self.calls[inst]; n[op] = n.get(op, 0) + 1  # (an instance exists only once reset set its seed and counts)
+            _reseed(self.seeds[inst], op, n[op])
         if op == 'step':
             out = env.step(req['action'])
             if not (isinstance(out, tuple) and len(out) == 5): return {'error': 'contract', 'message': f'step must return a 5-tuple, got {type(out).__name__} of length {len(out) if hasattr(out, "__len__") else "?"}'}
