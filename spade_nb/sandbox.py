@@ -48,6 +48,7 @@ class SandboxLimits(Config):
     start_timeout: float = 20.0  # deadline for a fresh worker to become ready
     max_frame_bytes: int = 1 << 20  # largest reply the parent reads; a larger one kills the worker (output_too_large)
     max_action_chars: int = 4096  # the contract's cap on an action: longer actions are cut to it before they are sent
+    max_observation_chars: int = 8192  # the contract's cap on an observation or hint, checked here whatever the environment declares
     cpu_share: float = 1.0  # cores the worker may use at once, threads included (cgroup CPU quota, where there is one)
     max_tool_chars: int = 8192  # a ToolEnv's tool descriptions, as JSON, in all
     allow_weak: bool = False  # allow the rlimits-only tier (no seccomp, no namespaces)
@@ -55,7 +56,7 @@ class SandboxLimits(Config):
     def validate(self):
         for k in ('memory_mb', 'cpu_seconds', 'file_mb', 'scratch_mb', 'open_files', 'threads', 'max_frame_bytes'):
             self.check(k, getattr(self, k) > 0, 'must be positive')
-        for k in ('call_timeout', 'load_timeout', 'start_timeout', 'cpu_share', 'max_action_chars', 'max_tool_chars'):
+        for k in ('call_timeout', 'load_timeout', 'start_timeout', 'cpu_share', 'max_action_chars', 'max_observation_chars', 'max_tool_chars'):
             self.check(k, getattr(self, k) > 0, 'must be positive')
         self.check('memory_mb', self.memory_mb >= 256, 'must be at least 256 (numpy alone needs about 200 MB of address space)')
 
@@ -615,10 +616,10 @@ class SandboxedEnv(gym.Env):
 
     def __init__(self, code: str, limits: SandboxLimits | None = None, *, pool: WorkerPool | None = None,
                  worker: _Worker | None = None, **limit_changes):
-        from spade_nb.envs import TextEnv, TextSpace
+        from spade_nb.envs import TextSpace
         self.limits = limits or (pool.limits if pool else SandboxLimits())
-        self.observation_space, self.action_space = TextSpace(TextEnv.max_observation_chars), TextSpace(self.limits.max_action_chars)
         if limit_changes: self.limits = self.limits.replace(**limit_changes)
+        self.observation_space, self.action_space = TextSpace(self.limits.max_observation_chars), TextSpace(self.limits.max_action_chars)
         self.tier = sandbox_tier()
         if self.tier == 'rlimits' and not (self.limits.allow_weak or os.environ.get('SPADE_NB_ALLOW_WEAK_SANDBOX') == '1'):
             raise SandboxError('setup', 'no seccomp or namespaces here: refusing to run generated code with rlimits alone; '
@@ -626,8 +627,9 @@ class SandboxedEnv(gym.Env):
         self.worker = worker or (pool.acquire() if pool else _Worker(self.tier, self.limits))
         self.worker.wait_ready()
         info = self._call('load', timeout=self.limits.load_timeout, code=code)
-        if not isinstance(info.get('class_name'), str) or info.get('kind') not in ('TextEnv', 'ToolEnv'):
-            self.close(); raise SandboxError('protocol', 'malformed load reply')
+        name = info.get('class_name')
+        if not (isinstance(name, str) and name.isidentifier() and len(name) <= 128) or info.get('kind') not in ('TextEnv', 'ToolEnv'):
+            self.close(); raise SandboxError('protocol', f'malformed load reply (class name {_brief(name)}, kind {_brief(info.get("kind"))})')
         self.class_name, self.kind = info['class_name'], info['kind']
         self.max_turns = info.get('max_turns')
         self.tools = info.get('tools') if self.kind == 'ToolEnv' else []
@@ -648,7 +650,7 @@ class SandboxedEnv(gym.Env):
         out = self._call('reset', seed=seed, instance=instance).get('result')
         if not (isinstance(out, list) and len(out) == 2 and isinstance(out[0], str) and isinstance(out[1], dict)):
             raise SandboxError('contract', f'reset must return (str, dict), got {_brief(out)}')
-        return out[0], out[1]
+        return self._text(out[0], 'the first observation'), out[1]
 
     def step(self, action: str, *, instance: str = '0') -> tuple[str, float, bool, bool, dict]:
         if not isinstance(action, str): raise TypeError(f'an action is a str, got {type(action).__name__}')
@@ -656,7 +658,7 @@ class SandboxedEnv(gym.Env):
         if not (isinstance(out, list) and len(out) == 5):
             raise SandboxError('contract', f'step must return (obs, reward, terminated, truncated, info), got {_brief(out)}')
         obs, reward, term, trunc, info = out
-        if not isinstance(obs, str): raise SandboxError('contract', f'observation must be a str, got {_brief(obs)}')
+        obs = self._text(obs, 'an observation')
         if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0:
             raise SandboxError('contract', f'reward must be a finite number in [0, 1], got {_brief(reward)}')
         if not isinstance(term, bool) or not isinstance(trunc, bool):
@@ -667,12 +669,23 @@ class SandboxedEnv(gym.Env):
         out = self._call('solution', instance=instance).get('result')
         if not (isinstance(out, list) and all(isinstance(a, str) for a in out)):
             raise SandboxError('contract', f'solution() must return a list of str, got {_brief(out)}')
+        if (long := [a for a in out if len(a) > self.limits.max_action_chars]):
+            raise SandboxError('contract', f'solution() has an action of {len(long[0])} characters; an action is at most '
+                                           f'{self.limits.max_action_chars} (SandboxLimits.max_action_chars)')
         return out
 
     def hint(self, *, instance: str = '0') -> str | None:
         out = self._call('hint', instance=instance).get('result')
         if out is not None and not isinstance(out, str): raise SandboxError('contract', f'hint() must return a str, got {_brief(out)}')
-        return out
+        return out if out is None else self._text(out, 'the hint')
+
+    def _text(self, text, what: str) -> str:
+        "`text` if it is a str within `limits.max_observation_chars`: checked here, whatever the worker's own check (which the code can change) said."
+        if not isinstance(text, str): raise SandboxError('contract', f'{what} must be a str, got {_brief(text)}')
+        if len(text) > self.limits.max_observation_chars:
+            raise SandboxError('output_too_large', f'{what} has {len(text)} characters; at most {self.limits.max_observation_chars} '
+                                                   '(SandboxLimits.max_observation_chars, whatever the environment declares)')
+        return text
 
     def close(self):
         if getattr(self, 'worker', None) is not None: self.worker.kill()

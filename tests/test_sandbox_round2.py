@@ -487,6 +487,29 @@ def test_observations_must_be_text(reset_obs, step_obs, init, want):
     assert v.reason == want, (v.reason, v.details)
 
 
+LONG_TEXT = {  # the worker's own check, made to pass: a declared wider space, a patched check, a space that accepts anything
+    'declared': dict(replace=[('    max_turns = 8', '    max_turns = 8\n    max_observation_chars = 10**7')]),
+    'patched': dict(module='import spade_nb.worker as w\nw._bad_observation = lambda env, obs: None'),
+    'any_space': dict(init='self.observation_space = type("S", (), {"contains": lambda s, x: True})()'),
+}
+
+
+@pytest.mark.parametrize('how', list(LONG_TEXT))
+def test_a_long_observation_only_play_reaches_is_caught_in_play(how):
+    "Admission never plays 'zzz'; in play the parent caps the observation, whatever the worker's check said, and fails the environment."
+    from spade_nb.rollout import EnvJob, RolloutConfig, play
+    from spade_nb.testing import guessing_game, scripted_policy
+    how_ = {**LONG_TEXT[how]}
+    how_['replace'] = how_.get('replace', []) + [('return ("Higher."', 'return ("B" * 100_000 if action == "zzz" else "Higher."')]
+    code = guessing_game(**how_)
+    v = admit(code, seeds=[11, 12, 13], config=FAST)
+    assert v.ok, (how, v.reason, v.details)
+    res = play(scripted_policy(lambda text, k: '\\boxed{zzz}'), [EnvJob('long', code, seeds=[11], replays=v.replays)],
+               RolloutConfig(max_turns=3, max_new_tokens=8, demonstrations=0), seed=0)
+    assert res.failures == {'long': 'output_too_large'}, (how, res.failures)
+    assert all(len(m['content']) <= 8192 for e in res.episodes for m in (e.messages or []))
+
+
 # -- 8. what ordinary environments use works; what the filter blocks is named -------------------------------------
 
 ORDINARY = '''
