@@ -421,8 +421,6 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         verdict.class_name, verdict.kind = env.class_name, env.kind
         m['timings']['load'] = time.perf_counter() - t0
         t = _Trial(env, seeds, control_seeds, cfg, _Budget(cfg.budget_seconds), m)
-        if not isinstance(env.max_turns, int) or isinstance(env.max_turns, bool) or not 1 <= env.max_turns <= 1000:
-            return _reject(verdict, 'contract', f'max_turns must be an int in [1, 1000], got {env.max_turns!r}')
         if (why := _certify(t) or _interleaving(t)): return _reject(verdict, *why)
         env2, spare = SandboxedEnv(code, cfg.limits, worker=spare), None
         spare3 = pool.acquire() if pool else _Worker(sandbox_tier(), cfg.limits)  # the controls' worker boots meanwhile

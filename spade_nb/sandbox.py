@@ -632,6 +632,8 @@ class SandboxedEnv(gym.Env):
             self.close(); raise SandboxError('protocol', f'malformed load reply (class name {_brief(name)}, kind {_brief(info.get("kind"))})')
         self.class_name, self.kind = info['class_name'], info['kind']
         self.max_turns = info.get('max_turns')
+        if not isinstance(self.max_turns, int) or isinstance(self.max_turns, bool) or not 1 <= self.max_turns <= 1000:
+            self.close(); raise SandboxError('contract', f'max_turns must be an int in [1, 1000], got {_brief(self.max_turns)}')
         self.tools = info.get('tools') if self.kind == 'ToolEnv' else []
         if self.kind == 'ToolEnv' and (why := check_tools(self.tools, self.limits.max_tool_chars)):
             self.close(); raise SandboxError('contract', why)
