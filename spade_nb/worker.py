@@ -187,10 +187,11 @@ def _bad_observation(env, obs):
 # %% ../nbs/05_worker.ipynb #3d955e0c
 CLOCK_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
+_WALL_CLOCKS = {0, 5, 8, 11}  # CLOCK_REALTIME, _COARSE, _ALARM and CLOCK_TAI: the others count from an arbitrary start
+
 def _freeze_clock():
     "Replace the standard library's clocks with one deterministic clock: the epoch plus 1 ms per read."
-    import datetime as dt
-    import time
+    import _datetime, datetime as dt, time, uuid
     reads = [0]
     def tick() -> float:
         reads[0] += 1
@@ -199,6 +200,11 @@ def _freeze_clock():
     for name in ('monotonic', 'perf_counter', 'process_time', 'thread_time'): setattr(time, name, tick)
     for name in ('monotonic_ns', 'perf_counter_ns', 'process_time_ns', 'thread_time_ns'): setattr(time, name, lambda: round(tick() * 1e9))
     time.time, time.time_ns = wall, lambda: round(wall() * 1e9)
+    time.clock_gettime = lambda clock: wall() if clock in _WALL_CLOCKS else tick()
+    time.clock_gettime_ns = lambda clock: round(time.clock_gettime(clock) * 1e9)
+    _os.times = lambda: _os.times_result((tick(), 0.0, 0.0, 0.0, tick()))
+    _calendar_now(time, wall)
+    uuid._generate_time_safe = None  # uuid1 then reads time.time_ns (its node and clock sequence: random, seeded per call)
     class FrozenDateTime(dt.datetime):
         @classmethod
         def now(cls, tz=None): return cls.fromtimestamp(wall(), tz or dt.timezone.utc).replace(tzinfo=tz)
@@ -209,7 +215,16 @@ def _freeze_clock():
     class FrozenDate(dt.date):
         @classmethod
         def today(cls): return FrozenDateTime.now().date()
-    dt.datetime, dt.date = FrozenDateTime, FrozenDate
+    dt.datetime, dt.date = _datetime.datetime, _datetime.date = FrozenDateTime, FrozenDate
+
+def _calendar_now(time, wall):
+    "`localtime`, `gmtime`, `ctime`, `asctime` and `strftime` without a time: the frozen wall clock's."
+    real = {n: getattr(time, n) for n in ('localtime', 'gmtime', 'ctime', 'asctime', 'strftime')}
+    time.localtime = lambda secs=None: real['localtime'](wall() if secs is None else secs)
+    time.gmtime = lambda secs=None: real['gmtime'](wall() if secs is None else secs)
+    time.ctime = lambda secs=None: real['ctime'](wall() if secs is None else secs)
+    time.asctime = lambda t=None: real['asctime'](time.localtime() if t is None else t)
+    time.strftime = lambda fmt, t=None: real['strftime'](fmt, time.localtime() if t is None else t)
 
 # %% ../nbs/05_worker.ipynb #d7a5df40
 _ENTROPY = None  # the one generator behind ambient randomness in a worker; None until _fix_entropy
