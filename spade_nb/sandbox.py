@@ -349,8 +349,9 @@ class _Worker:
         lim = {'cpu_seconds': limits.cpu_seconds, 'file_mb': limits.file_mb, 'open_files': limits.open_files,
                'memory_mb': limits.memory_mb, 'nproc': limits.threads if uid is not None or not as_root else 0,
                'seccomp': 'seccomp' in tier, 'libseccomp': _libseccomp() if 'seccomp' in tier else None,
-               'scratch': '/scratch' if bwrap else scratch, 'landlock': 'seccomp' in tier,
-               'read_extra': ['/proc'] if bwrap else []}  # its own pid namespace's /proc shows the worker alone
+               'scratch': '/scratch' if bwrap else scratch, 'landlock': 'seccomp' in tier}
+        # /proc is readable only as /proc/self, at every tier: the rest of it (uptime, loadavg, stat, meminfo, boot_id)
+        # describes the host even in a pid namespace of its own, a real clock and a window on the trainer's load
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
         fds = [req_r, rep_w]

@@ -115,7 +115,7 @@ def host_is_clean(monkeypatch, request):
 
 PROC_ATTACKS = '''
 def attack_init(arg):
-    return {"pid": os.getpid(), "procs": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    return {"pid": os.getpid(), "procs": [p for p in range(1, 4096) if os.path.exists(f"/proc/{p}")], "list_proc": _try(lambda: os.listdir("/proc")),
             "init_name": open("/proc/1/status").read().split()[1],
             "open_init_mem_rw": _try(lambda: os.open("/proc/1/mem", os.O_RDWR) and "opened"),
             "ptrace_attach_1": _raw(101, 16, 1, 0, 0), "process_vm_writev_1": _raw(311, 1, 0, 0, 0, 0, 0)}
@@ -135,6 +135,7 @@ def test_worker_is_pid_1_and_alone(host_is_clean):
     with SandboxedEnv(probe(PROC_ATTACKS)) as env:
         r = report(env, 'init')
     assert r['pid'] == 1 and r['procs'] == [1] and r['init_name'].startswith('python'), r  # no bubblewrap init to write into
+    assert r['list_proc'] == 'PermissionError:13', r  # its own entry is all of /proc it may read
     assert r['open_init_mem_rw'] == 'PermissionError:13', r  # its own memory, and even that is closed to writes
     assert r['ptrace_attach_1'] == -38 and r['process_vm_writev_1'] == -38, r
 
@@ -164,9 +165,10 @@ def test_landlock_alone_keeps_the_trainer_memory_closed():
     assert r['open_mem_rw'].startswith('PermissionError') and r['open_mem_ro'].startswith('PermissionError'), r
 
 
-READ_ATTACKS = '''
+HOST_PROC = ['/proc/uptime', '/proc/loadavg', '/proc/stat', '/proc/meminfo', '/proc/pressure/cpu', '/proc/sys/kernel/random/boot_id']  # (/proc/net is /proc/self/net: its own)
+READ_ATTACKS = f'HOST_PROC = {HOST_PROC!r}\n' + '''
 def attack_read(arg):
-    paths = [arg, "/etc/passwd", "/root", "/home", "/proc/1/environ", "/proc/self/status", json.decoder.__file__]
+    paths = [arg, "/etc/passwd", "/root", "/home", "/proc/1/environ", "/proc/self/status", json.decoder.__file__, *HOST_PROC]
     return {p: _try(lambda: (os.listdir(p) if os.path.isdir(p) else open(p).read(64)) and "read") for p in paths}
 '''
 
@@ -179,8 +181,20 @@ def test_without_namespaces_the_user_files_are_not_readable(tier):
     with SandboxedEnv(probe(READ_ATTACKS), worker=_Worker(tier, SandboxLimits())) as env:
         r = report(env, f'read:{project_file}')
     assert r['/proc/self/status'] == 'read' and r[next(k for k in r if k.endswith('decoder.py'))] == 'read', r  # the reads work
-    for path in (project_file, '/etc/passwd', '/root', '/home', '/proc/1/environ'):
+    for path in (project_file, '/etc/passwd', '/root', '/home', '/proc/1/environ', *HOST_PROC):
         assert r[path].startswith(('PermissionError', 'FileNotFoundError')), (tier, path, r[path])
+
+
+def test_the_host_is_not_readable_through_proc():
+    "A pid namespace hides other processes, not the host: uptime (a real clock), load (the trainer busy or idle), memory, boot id."
+    project_file = str(Path(__file__).resolve().parents[1]/'settings.ini')
+    with SandboxedEnv(probe(READ_ATTACKS)) as env:
+        assert env.worker.hello['landlock'] >= 1
+        r = report(env, f'read:{project_file}')
+    assert r['/proc/self/status'] == 'read', r
+    for path in (project_file, *HOST_PROC):
+        assert r[path].startswith(('PermissionError', 'FileNotFoundError')), (env.tier, path, r[path])
+    assert r['/proc/uptime'].startswith('PermissionError'), r  # it exists: the refusal is Landlock's
 
 
 def test_threads_and_forks_do_not_outlive_close(host_is_clean):
