@@ -73,7 +73,13 @@ def test_play_fails_a_malformed_environment_not_the_run():
 
 # -- 7. the clock inside the worker ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize('clock', ['time.time()', 'time.monotonic()', 'datetime.datetime.now().timestamp()'])
+FROZEN_CLOCKS = ['time.time()', 'time.monotonic()', 'datetime.datetime.now().timestamp()', 'time.clock_gettime(time.CLOCK_MONOTONIC)',
+                 'time.clock_gettime_ns(time.CLOCK_REALTIME) / 1e9', 'time.mktime(time.localtime())', 'time.mktime(time.gmtime())',
+                 'time.mktime(time.strptime(time.ctime()))', "__import__('_datetime').datetime.now().timestamp()", 'os.times().elapsed',
+                 "__import__('uuid').uuid1().time / 1e7"]
+
+
+@pytest.mark.parametrize('clock', FROZEN_CLOCKS)
 def test_a_later_cheat_keyed_on_the_clock_never_fires(clock):
     "Honest while admission watches, then any action wins once a second has passed: the frozen clock never gets there."
     cheat = guess(module=f'START = {clock}',
@@ -87,8 +93,42 @@ def test_a_later_cheat_keyed_on_the_clock_never_fires(clock):
         time.sleep(1.5)  # real time passes
         obs = env.step('clock?')[0]
         r = env.step('cheat')[1]
-    assert 0 < float(obs.strip('[]')) < 0.5, obs  # the environment read its clock: it moved milliseconds, not seconds
+    assert 0 <= float(obs.strip('[]')) < 0.5, obs  # the environment read its clock: it moved milliseconds (or, to the second, not at all)
     assert r == 0.0
+
+
+REAL_CLOCKS = {  # what the worker cannot freeze (05_worker): a clock read through the vDSO, a thread counting its sleeps, a file's time
+    'vdso': '''
+        import ctypes
+        class _TS(ctypes.Structure): _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+        def now():
+            t = _TS(); ctypes.CDLL(None).clock_gettime(1, ctypes.byref(t)); return t.s + t.ns / 1e9''',
+    'sleeping_thread': '''
+        import threading
+        TICKS = [0]
+        def _count():
+            while True: time.sleep(0.01); TICKS[0] += 1
+        threading.Thread(target=_count, daemon=True).start()
+        def now(): return TICKS[0] / 100''',
+    'file_mtime': '''
+        def now():
+            open("clock", "w").close(); return os.stat("clock").st_mtime''',
+}
+
+
+@pytest.mark.parametrize('name', list(REAL_CLOCKS))
+def test_a_cheat_keyed_on_a_real_clock_is_caught_in_play(name):
+    "Wrong guesses win a second of real time after the reset: never while admission watches, in play (the agent takes its time), and the audit's fresh worker sees them lose."
+    from spade_nb.testing import scripted_policy
+    cheat = guess(module=REAL_CLOCKS[name], reset='self.t0 = now()',
+                  replace=[('if g == self.secret:', 'if g == self.secret or now() - self.t0 > 1.0:')])
+    job = _admitted_job(cheat, [3])  # honest while admission watches
+    job.replays = []  # the catch is the audit's
+    slow = scripted_policy(lambda text, k: (time.sleep(3.0), '\\boxed{0}')[1])  # a wrong guess, three seconds after the reset
+    res = play(slow, [job], RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0, replays=0), seed=0)
+    assert [e.win for e in res.episodes] == [True], (name, [e.ret for e in res.episodes])  # the cheat fired in play
+    assert res.failures == {'env': 'replay'} and 're-played' in res.mismatches['env'], (name, res.failures, res.mismatches)
+    assert res.training_samples() == []
 
 
 def test_the_clock_is_the_same_in_every_fresh_worker():
