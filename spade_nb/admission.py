@@ -90,7 +90,7 @@ class AdmissionConfig(Config):
     control_win_share: float = 0.5  # a control winning at least this share of its episodes rejects
     cross_seed_win_share: float = 0.5  # solutions replayed on other seeds may win at most this share
     leak_share: float = 0.5  # the answer found in the first observation on more than this share of seeds is a leak
-    max_observation_chars: int = 8192
+    max_observation_chars: int = 8192  # admission's cap; the sandbox's own (limits.max_observation_chars) holds in play too
     fingerprint_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     budget_seconds: float = 60.0  # the whole admission
     limits: SandboxLimits = field(default_factory=SandboxLimits)
