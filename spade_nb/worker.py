@@ -44,7 +44,7 @@ def _plain(x, depth=0):
 # %% ../nbs/05_worker.ipynb #7848f505
 FILTER_ERRNO = 38  # ENOSYS: the answer to every call outside the allow-list
 _ALLOWED = '''read write readv writev pread64 pwrite64 lseek close fstat newfstatat statx stat lstat openat open
-    getdents64 getcwd chdir fcntl dup dup2 dup3 access faccessat faccessat2 readlink readlinkat mkdir mkdirat
+    getdents64 getcwd chdir dup dup2 dup3 access faccessat faccessat2 readlink readlinkat mkdir mkdirat
     unlink unlinkat rename renameat renameat2 rmdir ftruncate truncate fsync fdatasync umask
     sendfile copy_file_range chmod fchmod fchmodat statfs fstatfs utimensat utime utimes futimesat
     getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr
@@ -54,8 +54,12 @@ _ALLOWED = '''read write readv writev pread64 pwrite64 lseek close fstat newfsta
     clock_gettime clock_getres gettimeofday time clock_nanosleep nanosleep futex set_robust_list get_robust_list
     rseq sched_yield sched_getaffinity exit exit_group poll ppoll select pselect6 set_tid_address membarrier'''.split()
 
+# fcntl's commands, but F_SETOWN(_EX), F_SETSIG, F_SETLEASE and F_NOTIFY: an fd's owner is whom the kernel signals
+# when I/O is ready (SIGIO, whose default ends a process), and the owner can be another process of the same uid
+_FCNTL_ALLOWED = (0, 1, 2, 3, 4, 5, 6, 7, 9, 11, 16, 17, 36, 37, 38, 1025, 1030, 1031, 1032, 1033, 1034)
+
 def _seccomp_install(lib):
-    "Install the allow-list above: threads only, no exec, fork or sockets; ioctl answers ENOTTY."
+    "Install the allow-list above: threads only, no exec, fork or sockets; ioctl answers ENOTTY; fcntl never names an owner."
     ALLOW, ERRNO = 0x7FFF0000, 0x00050000
     class Arg(ctypes.Structure):
         _fields_ = [('arg', ctypes.c_uint), ('op', ctypes.c_int), ('a', ctypes.c_uint64), ('b', ctypes.c_uint64)]
@@ -75,6 +79,7 @@ def _seccomp_install(lib):
     LT, EQ, GT, MASKED_EQ, FIONCLEX = 2, 4, 6, 7, 0x5450  # FIOCLEX is 0x5451
     rule(ALLOW, 'clone', Arg(0, MASKED_EQ, 0x00010000, 0x00010000))  # CLONE_THREAD: threads only, never fork
     rule(ALLOW, 'prlimit64', Arg(2, EQ, 0, 0))  # only to read limits (new_limit == NULL)
+    for cmd in _FCNTL_ALLOWED: rule(ALLOW, 'fcntl', Arg(1, EQ, cmd, 0))  # exact 64-bit values: no high bits smuggle F_SETOWN in
     rule(ALLOW, 'ioctl', Arg(1, MASKED_EQ, ~1 & (2 ** 64 - 1), FIONCLEX))  # FIONCLEX and FIOCLEX
     rule(ERRNO | 25, 'ioctl', Arg(1, LT, FIONCLEX, 0)); rule(ERRNO | 25, 'ioctl', Arg(1, GT, FIONCLEX + 1, 0))  # ENOTTY
     for name in ('setxattr', 'lsetxattr', 'fsetxattr', 'removexattr', 'lremovexattr', 'fremovexattr'):

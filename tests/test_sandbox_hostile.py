@@ -62,6 +62,11 @@ CASES = {
     'read_env_vars': (env(step=raising(f'os.environ.get({SECRET_ENV!r}) == "hunter2"')), 'crash'),
     'socket_loopback': (env(step='import socket\nsocket.create_connection(("127.0.0.1", PORT), timeout=0.5)'), 'forbidden_syscall'),
     'kill_parent': (env(step=f'os.kill({os.getpid()}, 9)\nos.kill(os.getppid(), 9)'), 'forbidden_syscall'),
+    # SIGIO (default: the end of a process) sent by the kernel to whom an fd names its owner: the trainer, another worker
+    'sigio_owner': (env(step=f'import fcntl\nfcntl.fcntl(1, fcntl.F_SETOWN, {os.getpid()})'), 'forbidden_syscall'),
+    'sigio_owner_ex': (env(step=f'import fcntl, struct\nfcntl.fcntl(1, 15, struct.pack("ii", 1, {os.getpid()}))'), 'forbidden_syscall'),
+    # (its own pid: a pid the kernel finds at every tier, so only the filter can refuse)
+    'sigio_owner_high_bits': (env(step=raising('__import__("ctypes").CDLL(None).syscall(72, 1, __import__("ctypes").c_long(8 | 1 << 32), os.getpid()) >= 0')), 'crash'),
     'exit_hard': (env(step='os._exit(0)'), 'crash'),
     'system_exit': (env(reset='raise SystemExit(0)'), 'crash'),
     'ctypes_segfault': (env(step='import ctypes\nctypes.string_at(0)'), 'crash'),
