@@ -40,7 +40,7 @@ class SandboxLimits(Config):
     memory_mb: int = 1024  # address space (RLIMIT_AS)
     cpu_seconds: int = 120  # CPU time over the worker's life (RLIMIT_CPU); hangs are cut by call_timeout
     file_mb: int = 16  # largest file the code may write in scratch (RLIMIT_FSIZE)
-    scratch_mb: int = 32  # size of the private tmpfs scratch (bubblewrap tiers)
+    scratch_mb: int = 32  # size of the private tmpfs scratch (bubblewrap tiers); elsewhere measured after every call
     open_files: int = 64
     threads: int = 8  # processes and threads of the worker's uid (RLIMIT_NPROC; enforced when the uid is not root)
     call_timeout: float = 5.0  # wall-clock deadline of one call (reset, step, solution, hint)
@@ -459,6 +459,21 @@ _Worker._death = _death
 _Worker._read = _read
 
 # %% ../nbs/06_sandbox.ipynb #6cf50a5e
+def _scratch_bytes(path: str, cap: int, max_entries: int = 10_000) -> int:
+    "Disk the files under a host scratch folder take (tiers without bubblewrap's tmpfs), counted until past `cap`; more than `max_entries` entries count as past it."
+    total, seen, todo = 0, 0, [path]
+    while todo and total <= cap:
+        try: entries = list(os.scandir(todo.pop()))
+        except OSError: continue
+        for e in entries:
+            seen += 1
+            if seen > max_entries: return cap + 1
+            try:
+                if e.is_dir(follow_symlinks=False): todo.append(e.path)
+                else: total += e.stat(follow_symlinks=False).st_blocks * 512
+            except OSError: pass
+    return total
+
 def _call(self: _Worker, op: str, timeout: float | None = None, **payload) -> dict:
     if self.dead: raise SandboxError(*self.dead)
     rid = secrets.token_hex(8)
@@ -466,7 +481,11 @@ def _call(self: _Worker, op: str, timeout: float | None = None, **payload) -> di
     deadline = time.monotonic() + (timeout or self.limits.call_timeout)
     try:
         _write_all(self.req_w, struct.pack('>I', len(data)) + data, deadline)
-        return self._read(max(0.01, deadline - time.monotonic()), rid)
+        reply = self._read(max(0.01, deadline - time.monotonic()), rid)
+        if self.scratch and (held := _scratch_bytes(self.scratch, self.limits.scratch_mb << 20)) > self.limits.scratch_mb << 20:
+            raise SandboxError('output_too_large', f'the scratch folder holds {held >> 20} MB or more, or too many files; '
+                                                   f'at most {self.limits.scratch_mb} MB (SandboxLimits.scratch_mb)')
+        return reply
     except BrokenPipeError:
         self.dead = self._death(); self.kill(); raise SandboxError(*self.dead) from None
     except SandboxError as e:

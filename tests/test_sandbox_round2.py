@@ -524,6 +524,44 @@ def test_a_long_observation_only_play_reaches_is_caught_in_play(how):
     assert all(len(m['content']) <= 8192 for e in res.episodes for m in (e.messages or []))
 
 
+FILL = dict(module='import threading\nN = [0]', step='''
+    if action.startswith("fill"):
+        _, n, mb = action.split()
+        for _ in range(int(n)):
+            N[0] += 1
+            with open(f"f{N[0]}.bin", "wb") as f: f.write(b"x" * (int(mb) << 20))
+        return "filled", 0.0, False, False, {}
+    if action == "later":
+        def write():
+            time.sleep(0.3)
+            for i in range(3):
+                with open(f"late{i}.bin", "wb") as f: f.write(b"x" * (4 << 20))
+        threading.Thread(target=write).start()
+        return "later", 0.0, False, False, {}''')
+
+
+@pytest.mark.skipif(not ROOT_TIER, reason='forcing the weaker tiers needs root here')
+@pytest.mark.parametrize('tier', ['uid+seccomp', 'seccomp'])
+def test_a_host_scratch_folder_is_measured_after_every_call(tier):
+    "Without bubblewrap's tmpfs, scratch is a host folder: more than scratch_mb (or 10,000 entries) after a call ends the worker and removes it."
+    from spade_nb.testing import guessing_game
+    code, limits = guessing_game(**FILL), SandboxLimits(scratch_mb=8, file_mb=4)
+    with SandboxedEnv(code, worker=_Worker(tier, limits)) as env:
+        scratch = env.worker.scratch
+        env.reset(seed=1)
+        assert env.step('fill 1 2')[0] == 'filled' and os.path.isdir(scratch)  # 2 MB of 8
+        with pytest.raises(SandboxError, match='output_too_large: the scratch folder holds'): env.step('fill 3 4')  # 14 MB
+        assert env.worker.dead and not os.path.exists(scratch)
+    with SandboxedEnv(code, worker=_Worker(tier, limits)) as env:  # written by a thread after its call replied
+        env.reset(seed=1)
+        assert env.step('later')[0] == 'later'
+        time.sleep(1.5)
+        with pytest.raises(SandboxError, match='output_too_large'): env.step('50')
+    with SandboxedEnv(code, worker=_Worker(tier, limits)) as env:  # empty files, in number
+        env.reset(seed=1)
+        with pytest.raises(SandboxError, match='too many files'): env.step('fill 10001 0')
+
+
 # -- 8. what ordinary environments use works; what the filter blocks is named -------------------------------------
 
 ORDINARY = '''
