@@ -687,28 +687,6 @@ class SandboxedEnv(gym.Env):
             raise SandboxError('contract', f'terminated and truncated must be bools, got {_brief(term)}, {_brief(trunc)}')
         return obs, float(reward), term, trunc, info if isinstance(info, dict) else {}
 
-    def solution(self, *, instance: str = '0') -> list[str]:
-        out = self._call('solution', instance=instance).get('result')
-        if not (isinstance(out, list) and all(isinstance(a, str) for a in out)):
-            raise SandboxError('contract', f'solution() must return a list of str, got {_brief(out)}')
-        if (long := [a for a in out if len(a) > self.limits.max_action_chars]):
-            raise SandboxError('contract', f'solution() has an action of {len(long[0])} characters; an action is at most '
-                                           f'{self.limits.max_action_chars} (SandboxLimits.max_action_chars)')
-        return out
-
-    def hint(self, *, instance: str = '0') -> str | None:
-        out = self._call('hint', instance=instance).get('result')
-        if out is not None and not isinstance(out, str): raise SandboxError('contract', f'hint() must return a str, got {_brief(out)}')
-        return out if out is None else self._text(out, 'the hint')
-
-    def _text(self, text, what: str) -> str:
-        "`text` if it is a str within `limits.max_observation_chars`: checked here, whatever the worker's own check (which the code can change) said."
-        if not isinstance(text, str): raise SandboxError('contract', f'{what} must be a str, got {_brief(text)}')
-        if len(text) > self.limits.max_observation_chars:
-            raise SandboxError('output_too_large', f'{what} has {len(text)} characters; at most {self.limits.max_observation_chars} '
-                                                   '(SandboxLimits.max_observation_chars, whatever the environment declares)')
-        return text
-
     def close(self):
         if getattr(self, 'worker', None) is not None: self.worker.kill()
 
@@ -721,6 +699,31 @@ class SandboxedEnv(gym.Env):
 def _brief(x) -> str:
     r = repr(x)
     return r if len(r) <= 80 else r[:77] + '...'
+
+# %% ../nbs/06_sandbox.ipynb #57c459ff
+def _solution(self: SandboxedEnv, *, instance: str = '0') -> list[str]:
+    out = self._call('solution', instance=instance).get('result')
+    if not (isinstance(out, list) and all(isinstance(a, str) for a in out)):
+        raise SandboxError('contract', f'solution() must return a list of str, got {_brief(out)}')
+    if (long := [a for a in out if len(a) > self.limits.max_action_chars]):
+        raise SandboxError('contract', f'solution() has an action of {len(long[0])} characters; an action is at most '
+                                       f'{self.limits.max_action_chars} (SandboxLimits.max_action_chars)')
+    return out
+
+def _hint(self: SandboxedEnv, *, instance: str = '0') -> str | None:
+    out = self._call('hint', instance=instance).get('result')
+    if out is not None and not isinstance(out, str): raise SandboxError('contract', f'hint() must return a str, got {_brief(out)}')
+    return out if out is None else self._text(out, 'the hint')
+
+def _text(self: SandboxedEnv, text, what: str) -> str:
+    "`text` if it is a str within `limits.max_observation_chars`: checked here, whatever the worker's own check (which the code can change) said."
+    if not isinstance(text, str): raise SandboxError('contract', f'{what} must be a str, got {_brief(text)}')
+    if len(text) > self.limits.max_observation_chars:
+        raise SandboxError('output_too_large', f'{what} has {len(text)} characters; at most {self.limits.max_observation_chars} '
+                                               '(SandboxLimits.max_observation_chars, whatever the environment declares)')
+    return text
+
+SandboxedEnv.solution, SandboxedEnv.hint, SandboxedEnv._text = _solution, _hint, _text
 
 # %% ../nbs/06_sandbox.ipynb #2ba647ed
 def spawn_worker(limits: SandboxLimits | None = None) -> _Worker:
