@@ -521,7 +521,6 @@ def test_a_long_observation_only_play_reaches_is_caught_in_play(how):
     res = play(scripted_policy(lambda text, k: '\\boxed{zzz}'), [EnvJob('long', code, seeds=[11], replays=v.replays)],
                RolloutConfig(max_turns=3, max_new_tokens=8, demonstrations=0), seed=0)
     assert res.failures == {'long': 'output_too_large'}, (how, res.failures)
-    assert all(len(m['content']) <= 8192 for e in res.episodes for m in (e.messages or []))
 
 
 FILL = dict(module='import threading\nN = [0]', step='''
