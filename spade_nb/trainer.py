@@ -12,14 +12,15 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal, NamedTuple, Sequence
 
 import numpy as np
 
 from .core import Config, Sample
 
 # %% auto #0
-__all__ = ['TrainerConfig', 'compute_advantages', 'pg_token_loss', 'aggregate', 'k3_kl', 'micro_batches', 'Trainer']
+__all__ = ['TrainerConfig', 'compute_advantages', 'pg_token_loss', 'aggregate', 'k3_kl', 'micro_batches', 'Trainer',
+           'selective_logp', 'OutputHead', 'output_head']
 
 # %% ../nbs/15_trainer.ipynb #25121bf6
 @dataclass
@@ -49,6 +50,7 @@ class TrainerConfig(Config):
     _moved = {'temperature': 'removed: each Sample carries the temperature it was sampled at, and the trainer uses that'}
     micro_batch_tokens: int = 4096  # padded tokens per forward/backward
     max_seq_len: int = 8192
+    logp_chunk_mb: float = 256.0  # fp32 logits of one chunk of trained tokens: the LM head runs chunk by chunk
     skip_truncated: bool = False
     optimizer: Literal['adamw', 'adamw8bit'] = 'adamw'
     seed: int = 0
@@ -59,6 +61,7 @@ class TrainerConfig(Config):
         self.check('clip_low', 0 <= self.clip_low < 1, 'must be in [0, 1)')
         self.check('clip_high', self.clip_high >= 0, 'must be non-negative')
         self.check('micro_batch_tokens', self.micro_batch_tokens >= 16, 'must be at least 16')
+        self.check('logp_chunk_mb', self.logp_chunk_mb > 0, 'must be positive')
         self.check('tis_cap', self.tis_cap is None or self.tis_cap >= 1, 'must be at least 1')
         self.check('designer_adv_scale', self.designer_adv_scale > 0, 'must be positive')
 
@@ -174,6 +177,7 @@ class Trainer:
         name = {'constant': 'constant_with_warmup', 'linear': 'linear', 'cosine': 'cosine'}[self.cfg.schedule]
         self.sched = get_scheduler(name, self.opt, num_warmup_steps=self.cfg.warmup_steps, num_training_steps=self.cfg.total_steps)
         self.step = 0
+        self._check_head()
         policy.model = self.model
         policy.model.eval()
 
@@ -192,30 +196,91 @@ def _tensors(self: Trainer, batch: Sequence[Sample]):
         ids[i, :n] = torch.tensor(s.token_ids[:n]); att[i, :n] = 1
         mask[i, :n] = torch.tensor(s.loss_mask[:n], dtype=torch.float32); behav[i, :n] = torch.tensor(s.logprobs[:n])
     mask[:, 0] = 0  # the first token has no prefix to predict it from
+    behav = torch.where(mask > 0, behav, 0.0)  # what a masked token carries never meets the loss (-inf * 0 would)
     adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
     temps = torch.tensor([s.temperature for s in batch], dtype=torch.float32)
     dev = self.policy.device
     return ids.to(dev), att.to(dev), mask.to(dev), behav.to(dev), adv.to(dev), temps.to(dev)
 
-def _proximal(self: Trainer, batch, ids, att, temps, behav):
+def _proximal(self: Trainer, batch, logp, behav):
     "(old, cap) for `pg_token_loss`: with `tis_cap`, every row's ratio is to the current policy, TIS-weighted; else stale rows only, with `stale_tis_cap`."
     import torch
-    stale = torch.tensor([s.staleness > 0 for s in batch], device=ids.device)
+    stale = torch.tensor([s.staleness > 0 for s in batch], device=logp.device)
     if self.cfg.tis_cap is None and (self.cfg.stale_tis_cap is None or not stale.any()): return None, None
-    with torch.no_grad(): cur = self._logp(ids, att, temps)
+    cur = logp.detach()  # one optimizer step a train_step: the policy before it is the one this forward ran
     if self.cfg.tis_cap is not None: return cur, self.cfg.tis_cap
     return torch.where(stale[:, None], cur, behav), self.cfg.stale_tis_cap  # fresh rows: old = behaviour, weight 1
 
-def _logp(self: Trainer, ids, att, temps):
-    "log_softmax(logits / T) of each token given its prefix, with each row's sampling temperature, [B, T] (position 0 is 0)."
-    import torch
-    logits = self.model(input_ids=ids, attention_mask=att).logits[:, :-1].float() / temps[:, None, None]
-    lp = torch.log_softmax(logits, -1).gather(2, ids[:, 1:, None]).squeeze(2)
-    return torch.cat([torch.zeros_like(lp[:, :1]), lp], 1)
-
 Trainer._tensors = _tensors
 Trainer._proximal = _proximal
+
+
+# %% ../nbs/15_trainer.ipynb #be7b7ba6
+def selective_logp(hidden, head, targets, temps, *, chunk_tokens: int):
+    "log_softmax(head(hidden) / T)[target] per row of `hidden` [N, H], `chunk_tokens` rows at a time, each chunk recomputed in backward."
+    import torch
+    from torch.utils.checkpoint import checkpoint
+    def rows(h, y, t):
+        z = head(h).float() / t[:, None]
+        return z.gather(1, y[:, None]).squeeze(1) - torch.logsumexp(z, -1)
+    out = []
+    for a in range(0, len(targets), chunk_tokens):
+        part = (hidden[a:a + chunk_tokens], targets[a:a + chunk_tokens], temps[a:a + chunk_tokens])
+        out.append(checkpoint(rows, *part, use_reentrant=False) if torch.is_grad_enabled() else rows(*part))
+    return torch.cat(out) if out else hidden.new_zeros(0, dtype=torch.float32)
+
+# %% ../nbs/15_trainer.ipynb #922d5533
+class OutputHead(NamedTuple):
+    "A causal LM taken apart for `selective_logp`: its decoder, the map from last hidden states to logits, the vocabulary size."
+    decoder: object
+    head: object
+    vocab: int
+
+def output_head(model) -> OutputHead:
+    "The decoder and head of `model` (peft-wrapped or not); `head(h)` is what the model's own forward applies (softcapping and logit scales too)."
+    import torch
+    base = model.get_base_model() if hasattr(model, 'get_base_model') else model
+    lm, cfg = base.get_output_embeddings(), base.config
+    cap = getattr(cfg, 'final_logit_softcapping', None)  # Gemma 2 and 3
+    mul = getattr(base, 'logit_scale', None)  # Cohere
+    div = getattr(cfg, 'logits_scaling', None)  # Granite
+    def head(h):
+        z = lm(h)
+        if mul is not None: z = z * mul
+        if div: z = z / div
+        if cap: z = torch.tanh(z / cap) * cap
+        return z
+    vocab = lm.get_base_layer().out_features if hasattr(lm, 'get_base_layer') else lm.out_features
+    return OutputHead(base.get_decoder(), head, vocab)
+
+# %% ../nbs/15_trainer.ipynb #64b8f858
+def _logp(self: Trainer, ids, att, temps, mask=None):
+    "Log-prob of each token given its prefix at its row's temperature, [B, T]: 0 at position 0 and where `mask` is 0 (no mask: every real token)."
+    import torch
+    parts = output_head(self.model)
+    keep = (att[:, 1:] > 0) if mask is None else (mask[:, 1:] > 0)  # the rows whose next token is trained
+    hidden = parts.decoder(input_ids=ids, attention_mask=att).last_hidden_state[:, :-1][keep]
+    chunk = max(1, int(self.cfg.logp_chunk_mb * 2**20) // (4 * parts.vocab))
+    lp = selective_logp(hidden, parts.head, ids[:, 1:][keep], temps[:, None].expand_as(keep)[keep], chunk_tokens=chunk)
+    out = torch.zeros(keep.shape, dtype=torch.float32, device=ids.device).masked_scatter(keep, lp)
+    return torch.cat([torch.zeros_like(out[:, :1]), out], 1)
+
+def _check_head(self: Trainer):
+    "The model's own logits, on a short probe, are `output_head`'s: an architecture that does more to them fails here, not silently in training."
+    import torch
+    parts, was = output_head(self.model), self.model.training
+    ids = torch.arange(3, 11, device=self.policy.device)[None]
+    self.model.eval()
+    with torch.no_grad():
+        want = self.model(input_ids=ids).logits.float()
+        got = parts.head(parts.decoder(input_ids=ids).last_hidden_state).float()
+    self.model.train(was)
+    if not torch.allclose(got, want, atol=1e-3 * (1 + float(want.abs().max())), rtol=1e-3):
+        raise ValueError(f'{type(self.model.get_base_model()).__name__}: its logits are not the output head applied to its last hidden '
+                         'states (a post-processing spade_nb.trainer.output_head does not know); the trainer cannot take log-probs chunk by chunk')
+
 Trainer._logp = _logp
+Trainer._check_head = _check_head
 
 # %% ../nbs/15_trainer.ipynb #3b3f4bd2
 def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
@@ -248,11 +313,11 @@ def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
         if role is not None: self.model.set_adapter(role); self._all_trainable()
         for batch in micro_batches(todo, cfg.micro_batch_tokens):
             ids, att, mask, behav, adv, temps = self._tensors(batch)
-            logp = self._logp(ids, att, temps)
-            old, cap = self._proximal(batch, ids, att, temps, behav)
+            logp = self._logp(ids, att, temps, mask)
+            old, cap = self._proximal(batch, logp, behav)
             tl, ratio = pg_token_loss(logp, behav, adv, clip_low=cfg.clip_low, clip_high=cfg.clip_high, old=old, tis_cap=cap)
             if cfg.kl_coef:
-                with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps)
+                with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps, mask)
                 kl = k3_kl(logp, ref)
                 tl = tl + cfg.kl_coef * kl
                 metrics['kl'] += float((kl * mask).sum()) / max(n_tokens, 1)
