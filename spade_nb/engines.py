@@ -199,7 +199,10 @@ class VLLMPolicy(EnginePolicy):
             yield; return
         self.llm.sleep(level=1)
         try: yield
-        finally: self.llm.wake_up()
+        finally:
+            import gc, torch
+            gc.collect(); torch.cuda.empty_cache()  # the step's cached blocks go back to the GPU: the engine wakes into free memory
+            self.llm.wake_up()
 
 # %% ../nbs/02a_engines.ipynb #74389728
 class ServerError(RuntimeError):
