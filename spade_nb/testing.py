@@ -5,12 +5,13 @@
 # %% ../nbs/15b_testing.ipynb #cee010a5
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import zlib
 
 # %% auto #0
 __all__ = ['GUESSING_GAME', 'FAST_RUN', 'FAST_ITERATION', 'known_good_design', 'counting_script', 'stateless_script',
-           'scripted_policy', 'guessing_game']
+           'scripted_policy', 'guessing_game', 'measure_step', 'measure_step_in_subprocess']
 
 # %% ../nbs/15b_testing.ipynb #87bd074d
 def known_good_design(base: str = 'NumberPathEnv') -> str:
@@ -105,3 +106,48 @@ FAST_ITERATION = ['selfplay.iterations=1', 'selfplay.designer_delay=0', 'selfpla
                   'designer.max_new_tokens=1024', 'selfplay.designs_per_iteration=2', 'hints.source=inline', 'hints.max_new_tokens=8',
                   'rollout.max_new_tokens=8', 'rollout.max_turns=2', 'rollout.demonstrations=0', 'trainer.lr=1e-2', 'llm.max_context=1024',
                   'designer.document_tokens=64', 'designer.n_positive=0', 'designer.n_negative=0']  # one scripted iteration: notebook 16
+
+# %% ../nbs/15b_testing.ipynb #fe7d0e34
+def measure_step(spec: dict) -> dict:
+    "Peak memory of one `train_step` on a random model of `spec`'s shape (see `measure_step_in_subprocess`); figures in bytes."
+    import tempfile
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer
+    from spade_nb.core import Sample
+    from spade_nb.llm import LLMConfig, embedded_model_path, load_policy, qwen3_tokenizer_path
+    from spade_nb.trainer import MemoryPeak, ModelDims, Trainer, TrainerConfig, _status_bytes
+    s = {'arch': 'llama', 'hidden': 256, 'intermediate': 768, 'layers': 2, 'heads': 4, 'kv_heads': 2, 'rows': 2, 'length': 512,
+         'quantization': 'none', 'trainer': {}, 'warmup': True, **spec}
+    if s['arch'] == 'qwen3':
+        from transformers import Qwen3Config as C, Qwen3ForCausalLM as M
+        tok = AutoTokenizer.from_pretrained(qwen3_tokenizer_path())
+    else:
+        from transformers import LlamaConfig as C, LlamaForCausalLM as M
+        tok = AutoTokenizer.from_pretrained(embedded_model_path())
+    cfg = C(vocab_size=len(tok), hidden_size=s['hidden'], intermediate_size=s['intermediate'], num_hidden_layers=s['layers'],
+            num_attention_heads=s['heads'], num_key_value_heads=s['kv_heads'], head_dim=s['hidden'] // s['heads'],
+            max_position_embeddings=s['length'] + 8, tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    before = _status_bytes('VmRSS')
+    with tempfile.TemporaryDirectory() as work:
+        torch.manual_seed(0)
+        M(cfg).save_pretrained(work); tok.save_pretrained(work)
+        pol = load_policy(LLMConfig(model=work, quantization=s['quantization'], dtype='float32', device='cpu', max_context=s['length'] + 8))
+    tcfg = TrainerConfig(micro_batch_tokens=s['rows'] * s['length'], max_seq_len=s['length'], **s['trainer'])
+    tr = Trainer(pol, tcfg)
+    rng, p, L = np.random.default_rng(0), s['length'] // 4, s['length']
+    batch = [Sample(rng.integers(100, 40000, L).tolist(), [0] * p + [1] * (L - p), [0.0] * p + [-10.0] * (L - p), 'agent', float(i % 2), 'g')
+             for i in range(s['rows'])]
+    if s['warmup']: tr.train_step(batch)  # the optimizer's state exists after it
+    with MemoryPeak() as m: tr.train_step(batch)
+    return {'spec': s, 'peak': m.peak, 'resting': m.resting, 'loaded': m.resting - before,
+            'dims': dataclasses.asdict(ModelDims.of(cfg, quantization=s['quantization'])), 'trainer': tcfg.to_dict()}
+
+def measure_step_in_subprocess(spec: dict, timeout: float = 600) -> dict:
+    "`measure_step(spec)` in a fresh Python whose allocator returns freed memory to the system (`MALLOC_MMAP_THRESHOLD_`)."
+    import json, os, subprocess, sys
+    code = 'import json, sys; from spade_nb.testing import measure_step; print(json.dumps(measure_step(json.loads(sys.argv[1]))))'
+    env = {**os.environ, 'MALLOC_MMAP_THRESHOLD_': '65536'}
+    r = subprocess.run([sys.executable, '-c', code, json.dumps(spec)], capture_output=True, text=True, env=env, timeout=timeout)
+    if r.returncode != 0: raise RuntimeError(f'measure_step({spec}) failed: {r.stderr.strip()[-1500:]}')
+    return json.loads(r.stdout.strip().splitlines()[-1])

@@ -20,7 +20,7 @@ from .core import Config, Sample
 
 # %% auto #0
 __all__ = ['TrainerConfig', 'compute_advantages', 'pg_token_loss', 'aggregate', 'k3_kl', 'micro_batches', 'Trainer',
-           'selective_logp', 'OutputHead', 'output_head']
+           'selective_logp', 'OutputHead', 'output_head', 'MemoryPeak', 'ModelDims', 'step_memory']
 
 # %% ../nbs/15_trainer.ipynb #25121bf6
 @dataclass
@@ -396,3 +396,106 @@ def _load(self: Trainer, path: str | Path):
 
 Trainer.save = _save
 Trainer.load = _load
+
+# %% ../nbs/15_trainer.ipynb #8700b32b
+def _status_bytes(key: str) -> int:
+    for line in Path('/proc/self/status').read_text().splitlines():
+        if line.startswith(key + ':'): return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+@dataclass
+class MemoryPeak:
+    "`with MemoryPeak(device) as m: ...`: `m.resting` bytes in use as the block began, `m.peak` its peak above them (CUDA: allocated; CPU: resident, Linux)."
+    device: str = 'cpu'
+    resting: int = 0
+    peak: int = 0
+
+    def __enter__(self):
+        import gc, torch
+        gc.collect()
+        if str(self.device).startswith('cuda'):
+            torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+            self.resting = torch.cuda.memory_allocated()
+        else:
+            if not Path('/proc/self/clear_refs').exists(): raise OSError('MemoryPeak on a CPU needs Linux (/proc/self/clear_refs)')
+            self.resting = _status_bytes('VmRSS')
+            Path('/proc/self/clear_refs').write_text('5')  # the high-water mark restarts from the current resident set
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+        if str(self.device).startswith('cuda'):
+            torch.cuda.synchronize(); self.peak = torch.cuda.max_memory_allocated() - self.resting
+        else:
+            self.peak = _status_bytes('VmHWM') - self.resting
+
+# %% ../nbs/15_trainer.ipynb #c89203be
+@dataclass
+class ModelDims:
+    "The sizes of a dense decoder-only transformer that set a training step's memory."
+    vocab: int
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    tied: bool = True
+    qk_norm: bool = False  # Qwen3 normalises queries and keys per head
+    dtype: str = 'float32'  # of the activations and of the weights that are not quantized
+    quantization: Literal['none', 'nf4'] = 'none'
+
+    @classmethod
+    def of(cls, config, *, dtype: str = 'float32', quantization: str = 'none') -> ModelDims:
+        "From a transformers config (`model.config`)."
+        c = config.get_text_config() if hasattr(config, 'get_text_config') else config
+        if getattr(c, 'num_experts', 0) or getattr(c, 'num_local_experts', 0):
+            raise ValueError(f'{c.model_type}: step_memory models dense decoders; mixture-of-experts layers are not modelled yet')
+        heads = c.num_attention_heads
+        return cls(vocab=c.vocab_size, hidden=c.hidden_size, intermediate=c.intermediate_size, layers=c.num_hidden_layers, heads=heads,
+                   kv_heads=getattr(c, 'num_key_value_heads', None) or heads, head_dim=getattr(c, 'head_dim', None) or c.hidden_size // heads,
+                   tied=bool(getattr(c, 'tie_word_embeddings', False)), qk_norm=c.model_type.startswith('qwen3'),
+                   dtype=dtype, quantization=quantization)
+
+    def linears(self) -> dict[str, tuple[int, int]]:
+        "Each decoder layer's projections: name -> (in features, out features)."
+        H, nq, nkv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return {'q_proj': (H, nq), 'k_proj': (H, nkv), 'v_proj': (H, nkv), 'o_proj': (nq, H),
+                'gate_proj': (H, self.intermediate), 'up_proj': (H, self.intermediate), 'down_proj': (self.intermediate, H)}
+
+# %% ../nbs/15_trainer.ipynb #4a3e0d8f
+_DTYPE_BYTES = {'float32': 4, 'bfloat16': 2, 'float16': 2}
+
+def _saved_per_token(d: ModelDims, targets: set[str], r: int) -> int:
+    "Bytes one decoder layer keeps for backward per token, without checkpointing."
+    b, H, I = _DTYPE_BYTES[d.dtype], d.hidden, d.intermediate
+    nq, nkv = d.heads * d.head_dim, d.kv_heads * d.head_dim
+    n = 2 * H * 4  # the residual stream into each RMSNorm, upcast to fp32
+    n += H * b * (bool(targets & {'q_proj', 'k_proj', 'v_proj'}) + bool(targets & {'gate_proj', 'up_proj'}))  # normed inputs of LoRA'd projections
+    n += (2 * nq + 2 * nkv + 3 * I) * b  # queries and keys after rotary, values, attention output; gate, SiLU(gate), up
+    n += I * b * ('down_proj' in targets) + r * len(targets) * b  # down's input where LoRA'd; every LoRA's rank-r middle
+    return n + (nq + nkv) * 4 * d.qk_norm  # queries and keys into their RMSNorm, fp32
+
+def step_memory(dims: ModelDims, cfg: TrainerConfig, *, tokens: int | None = None, seq_len: int | None = None) -> dict[str, int]:
+    "Bytes of one training step by component, for micro-batches of `tokens` padded tokens (`cfg.micro_batch_tokens`) in rows of `seq_len` (`cfg.max_seq_len`)."
+    d, b = dims, _DTYPE_BYTES[dims.dtype]
+    tokens = tokens or cfg.micro_batch_tokens
+    T = min(seq_len or cfg.max_seq_len, tokens)
+    lin = d.linears()
+    targets = {t for t in cfg.target_modules if t in lin}
+    linear = sum(i * o for i, o in lin.values()) * d.layers
+    rest = d.vocab * d.hidden * (1 if d.tied else 2) + (2 * d.hidden + 2 * d.head_dim * d.qk_norm) * d.layers + d.hidden
+    weights = linear * 4.5 / 8 + rest * 4 if d.quantization == 'nf4' else (linear + rest) * b
+    n_lora = cfg.lora_r * (sum(sum(lin[t]) for t in targets) * d.layers + (d.hidden + d.vocab) * ('lm_head' in cfg.target_modules))
+    n_lora *= 2 if cfg.separate_adapters else 1
+    saved = _saved_per_token(d, targets, cfg.lora_r) * tokens
+    chunk = max(1, int(cfg.logp_chunk_mb * 2**20) // (4 * d.vocab))
+    out = {'weights': int(weights), 'lora': 4 * n_lora, 'grads': 4 * n_lora, 'optimizer': (2 if cfg.optimizer == 'adamw8bit' else 8) * n_lora,
+           'activations': d.layers * (d.hidden * b * tokens if cfg.gradient_checkpointing else saved),
+           'recompute': saved * cfg.gradient_checkpointing + (2 * d.hidden + 2 * d.intermediate) * b * tokens,
+           'logp_chunk': 4 * min(chunk, tokens) * d.vocab * 4 + 2 * tokens * d.hidden * 4,
+           'attention_mask': tokens * T if tokens > T else 0}
+    out['resting'] = out['weights'] + out['lora'] + out['optimizer']
+    out['step_peak'] = out['activations'] + out['attention_mask'] + out['grads'] + max(out['recompute'], out['logp_chunk'])
+    out['total'] = out['resting'] + out['step_peak']
+    return out
