@@ -493,7 +493,7 @@ def step_memory(dims: ModelDims, cfg: TrainerConfig, *, tokens: int | None = Non
     out = {'weights': int(weights), 'lora': 4 * n_lora, 'grads': 4 * n_lora, 'optimizer': (2 if cfg.optimizer == 'adamw8bit' else 8) * n_lora,
            'activations': d.layers * (d.hidden * b * tokens if cfg.gradient_checkpointing else saved),
            'recompute': saved * cfg.gradient_checkpointing + (2 * d.hidden + 2 * d.intermediate) * b * tokens,
-           'logp_chunk': 4 * min(chunk, tokens) * d.vocab * 4 + 2 * tokens * d.hidden * 4,
+           'logp_chunk': 4 * min(chunk, tokens) * d.vocab * 4 + 2 * tokens * d.hidden * b,
            'attention_mask': tokens * T if tokens > T else 0}
     out['resting'] = out['weights'] + out['lora'] + out['optimizer']
     out['step_peak'] = out['activations'] + out['attention_mask'] + out['grads'] + max(out['recompute'], out['logp_chunk'])
