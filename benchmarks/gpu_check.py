@@ -6,7 +6,9 @@ preset's figure it checks (a section whose dependency is missing says so and is 
 
 1. env         torch, CUDA device, bf16, and which optional packages are installed (vllm, bitsandbytes, flash-attn)
 2. generation  HF backend tokens/s at the preset's batch (llm.batch_size), and what that means for an iteration
-3. trainer     training tokens/s and peak GPU memory: LoRA and QLoRA nf4, gradient checkpointing on and off
+3. trainer     at the preset's micro-batch (micro_batch_tokens in rows of max_seq_len): training tokens/s, the step's peak
+               GPU memory above resting beside `step_memory`'s model of it; LoRA and QLoRA nf4, checkpointing on and off (a
+               variant whose modelled memory exceeds the free GPU memory is skipped and says so)
 4. moe         one Qwen3-30B-A3B layer: forward and backward tokens/s and peak memory (when memory allows)
 5. selfplay    one iteration of the single-gpu preset, counts scaled down, on the real-shape random Qwen3 in bf16, on the
                preset's backend (vLLM) where vLLM is installed, else on its documented fallback (HF), saying which; with
@@ -131,37 +133,50 @@ def section_generation(ck: Check, preset):
 def section_trainer(ck: Check, preset):
     import importlib.util
     import numpy as np
+    import torch
     from spade_nb.core import Sample
     from spade_nb.llm import LLMConfig, load_policy
-    from spade_nb.trainer import Trainer
+    from transformers import AutoConfig
+    from spade_nb.trainer import MemoryPeak, ModelDims, Trainer, step_memory
     dev, dtype = device_and_dtype(ck.dry)
     model, tok = qwen3_model(TINY if ck.dry else QWEN3_4B, dtype, 'cpu' if ck.dry else dev)
     work = Path(tempfile.mkdtemp(prefix='gpu-check-'))
     try:
         model.save_pretrained(work); tok.save_pretrained(work)
         del model
-        seqs, length = (2, 64) if ck.dry else (4, 4096)
+        # the preset's micro-batch: micro_batch_tokens padded tokens in rows of max_seq_len (dry: the same shape, scaled down)
+        tokens, length = (256, 128) if ck.dry else (preset.trainer.micro_batch_tokens, preset.trainer.max_seq_len)
+        seqs = max(1, tokens // length)
         rng = np.random.default_rng(0)
         prompt = length // 4
-        samples = [Sample(rng.integers(100, 100000, length).tolist(), [0] * prompt + [1] * (length - prompt),
-                          [0.0] * prompt + [-1.0] * (length - prompt), 'agent', float(i % 2), 'g') for i in range(seqs)]
+        samples = [Sample(rng.integers(100, 100000, length - 8 * i).tolist(), [0] * prompt + [1] * (length - 8 * i - prompt),  # rows padded, as in a run
+                          [0.0] * prompt + [-1.0] * (length - 8 * i - prompt), 'agent', float(i % 2), 'g') for i in range(seqs)]
+        free = torch.cuda.mem_get_info()[0] if dev == 'cuda' else None
         for quant in ('none', 'nf4'):
             if quant == 'nf4' and not importlib.util.find_spec('bitsandbytes'):
                 ck.say('trainer', 'nf4: skipped (bitsandbytes is not installed)'); continue
             for gc in (True, False):
+                key = f'{"qlora_nf4" if quant == "nf4" else "lora"}_{"ckpt" if gc else "nockpt"}'
+                cfg = preset.trainer.replace(gradient_checkpointing=gc, micro_batch_tokens=seqs * length, max_seq_len=length)
+                dims = ModelDims.of(AutoConfig.from_pretrained(work), dtype='float32' if ck.dry else 'bfloat16', quantization=quant)
+                est = step_memory(dims, cfg)
+                if free is not None and est['total'] > 0.9 * free:
+                    ck.say('trainer', f'{key}: skipped: modelled {est["total"] / 2**30:.1f} GiB (step peak {est["step_peak"] / 2**30:.1f}) '
+                           f'> 90% of the {free / 2**30:.0f} GiB free', **{f'{key}_modelled_gib': est['total'] / 2**30})
+                    continue
                 reset_peak(dev)
                 pol = load_policy(LLMConfig(model=str(work), quantization=quant, dtype='float32' if ck.dry else 'bfloat16', device=dev))
-                cfg = preset.trainer.replace(gradient_checkpointing=gc, micro_batch_tokens=seqs * length, max_seq_len=length)
                 tr = Trainer(pol, cfg)
                 tr.train_step(samples)  # warm-up
                 t = time.perf_counter()
-                tr.train_step(samples)
+                with MemoryPeak(dev) as m: tr.train_step(samples)
                 secs = time.perf_counter() - t
-                key = f'{"qlora_nf4" if quant == "nf4" else "lora"}_{"ckpt" if gc else "nockpt"}'
-                ck.say('trainer', f'{key}: {seqs} x {length} tokens a step in {secs:.2f} s = {seqs * length / secs:.0f} tokens/s, '
-                       f'{peak_text(dev)} (preset: micro_batch_tokens {preset.trainer.micro_batch_tokens}, '
-                       f'max_seq_len {preset.trainer.max_seq_len}, checkpointing {preset.trainer.gradient_checkpointing})',
-                       **{f'{key}_tokens_per_s': seqs * length / secs, f'{key}_peak_gib': peak_gb(dev)})
+                measured = f'step peak {m.peak / 2**30:.1f} GiB above {m.resting / 2**30:.1f} resting' if dev == 'cuda' else 'GPU memory n/a on the CPU'
+                ck.say('trainer', f'{key}: {seqs} x {length} tokens a step in {secs:.2f} s = {seqs * length / secs:.0f} tokens/s, {measured} '
+                       f'(modelled {est["step_peak"] / 2**30:.1f} above {est["resting"] / 2**30:.1f}; {peak_text(dev)}; preset: micro_batch_tokens '
+                       f'{preset.trainer.micro_batch_tokens}, max_seq_len {preset.trainer.max_seq_len}, checkpointing {preset.trainer.gradient_checkpointing})',
+                       **{f'{key}_tokens_per_s': seqs * length / secs, f'{key}_peak_gib': peak_gb(dev),
+                          f'{key}_step_peak_gib': m.peak / 2**30 if dev == 'cuda' else None, f'{key}_modelled_step_peak_gib': est['step_peak'] / 2**30})
                 del tr, pol
     finally:
         shutil.rmtree(work, ignore_errors=True)
