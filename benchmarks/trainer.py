@@ -24,10 +24,12 @@ from spade_nb.trainer import MemoryPeak, ModelDims, Trainer, TrainerConfig, _sta
 import bitsandbytes, peft, torch, transformers  # imported before the baseline: the libraries are not the model
 before = _status_bytes('VmRSS')
 pol = load_policy(quantization=sys.argv[1])
-cfg = TrainerConfig(lr=1e-4, micro_batch_tokens=8 * 256, max_seq_len=256)
+seqs, L = int(sys.argv[2]), int(sys.argv[3])
+cfg = TrainerConfig(lr=1e-4, micro_batch_tokens=seqs * L, max_seq_len=L)
 tr = Trainer(pol, cfg)
 rng = np.random.default_rng(0)
-ss = [Sample(rng.integers(3, 40000, 256).tolist(), [0] * 64 + [1] * 192, [0.0] * 64 + [-10.0] * 192, 'agent', float(i % 2), 'g') for i in range(8)]
+ss = [Sample(rng.integers(3, 40000, L).tolist(), [0] * (L // 4) + [1] * (L - L // 4), [0.0] * (L // 4) + [-10.0] * (L - L // 4), 'agent',
+             float(i % 2), 'g') for i in range(seqs)]
 tr.train_step(ss)  # warm-up: the optimizer's state exists after it
 with MemoryPeak() as m: tr.train_step(ss)
 est = step_memory(ModelDims.of(pol.model.config, quantization=sys.argv[1]), cfg)
@@ -80,9 +82,9 @@ def main():
     print(f'Trainer.train_step           median {mo:.2f} s')
     print(f'overhead {mo / mp - 1:+.1%}   (goal <= +15%: {"met" if mo / mp <= 1.15 else "NOT met"})')
     env = {**os.environ, 'MALLOC_MMAP_THRESHOLD_': '65536'}  # freed tensors go back to the system: the resident set follows them
-    print('memory of one training step (8 x 256 tokens), measured in a fresh process each; modelled: spade_nb.trainer.step_memory')
+    print(f'memory of one training step ({a.seqs} x {a.len} tokens), measured in a fresh process each; modelled: spade_nb.trainer.step_memory')
     for q in ('none', 'nf4'):
-        r = subprocess.run([sys.executable, '-c', MEM, q], capture_output=True, text=True, env=env)
+        r = subprocess.run([sys.executable, '-c', MEM, q, str(a.seqs), str(a.len)], capture_output=True, text=True, env=env)
         name = 'LoRA (fp32 base)' if q == 'none' else 'QLoRA (NF4 base)'
         if r.returncode != 0:
             print(f'{name:<17} failed: {r.stderr.strip().splitlines()[-1][:200]}'); continue
