@@ -544,7 +544,8 @@ FILL = dict(module='import threading\nN = [0]', step='''
 def test_a_host_scratch_folder_is_measured_after_every_call(tier):
     "Without bubblewrap's tmpfs, scratch is a host folder: more than scratch_mb (or 10,000 entries) after a call ends the worker and removes it."
     from spade_nb.testing import guessing_game
-    code, limits = guessing_game(**FILL), SandboxLimits(scratch_mb=8, file_mb=4)
+    # a generous deadline: 10,001 files take well under a second alone, but CI's other worker can make it seconds
+    code, limits = guessing_game(**FILL), SandboxLimits(scratch_mb=8, file_mb=4, call_timeout=60)
     with SandboxedEnv(code, worker=_Worker(tier, limits)) as env:
         scratch = env.worker.scratch
         env.reset(seed=1)
