@@ -137,6 +137,7 @@ def micro_batches(samples: Sequence[Sample], token_budget: int) -> list[list[Sam
     if cur: out.append(cur)
     return out
 
+# %% ../nbs/15_trainer.ipynb #5ca1381e
 class Trainer:
     "LoRA (or QLoRA) policy-gradient updates on `policy.model`, handing each new adapter version to `policy`."
     def __init__(self, policy, cfg: TrainerConfig | None = None):
@@ -181,6 +182,7 @@ class Trainer:
         policy.model = self.model
         policy.model.eval()
 
+# %% ../nbs/15_trainer.ipynb #d7d0d153
 def _py_state(s): return [s[0], list(s[1]), s[2]]
 def _py_unstate(s): return (s[0], tuple(s[1]), s[2])
 
@@ -282,6 +284,32 @@ def _check_head(self: Trainer):
 Trainer._logp = _logp
 Trainer._check_head = _check_head
 
+# %% ../nbs/15_trainer.ipynb #611a8666
+def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: float, metrics: dict) -> tuple[float, float]:
+    "Forward and backward of one micro-batch, its share of the whole batch's loss; adds its losses (and KL) to `metrics`; (clipped, counted) tokens."
+    import torch
+    cfg = self.cfg
+    ids, att, mask, behav, adv, temps = self._tensors(batch)
+    logp = self._logp(ids, att, temps, mask)
+    old, cap = self._proximal(batch, logp, behav)
+    tl, ratio = pg_token_loss(logp, behav, adv, clip_low=cfg.clip_low, clip_high=cfg.clip_high, old=old, tis_cap=cap)
+    if cfg.kl_coef:
+        with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps, mask)
+        kl = k3_kl(logp, ref)
+        tl = tl + cfg.kl_coef * kl
+        metrics['kl'] += float((kl * mask).sum()) / max(n_tokens, 1)
+    loss = aggregate(tl, mask, cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens, max_len_const=cfg.max_len_const)
+    loss.backward()
+    is_designer = torch.tensor([s.role == 'designer' for s in batch], device=tl.device)
+    for key, sel in (('loss_agent', ~is_designer), ('loss_designer', is_designer)):
+        if sel.any():
+            metrics[key] += float(aggregate(tl.detach()[sel], mask[sel], cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens,
+                                            max_len_const=cfg.max_len_const))
+    out = ((ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)).float()
+    return float((out * mask).sum()), float(mask.sum())
+
+Trainer._micro_step = _micro_step
+
 # %% ../nbs/15_trainer.ipynb #3b3f4bd2
 def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     "Advantages, then one optimizer step over all `samples` (micro-batched); returns metrics."
@@ -312,24 +340,8 @@ def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
         todo = [s for s in samples if role is None or s.role == role]
         if role is not None: self.model.set_adapter(role); self._all_trainable()
         for batch in micro_batches(todo, cfg.micro_batch_tokens):
-            ids, att, mask, behav, adv, temps = self._tensors(batch)
-            logp = self._logp(ids, att, temps, mask)
-            old, cap = self._proximal(batch, logp, behav)
-            tl, ratio = pg_token_loss(logp, behav, adv, clip_low=cfg.clip_low, clip_high=cfg.clip_high, old=old, tis_cap=cap)
-            if cfg.kl_coef:
-                with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps, mask)
-                kl = k3_kl(logp, ref)
-                tl = tl + cfg.kl_coef * kl
-                metrics['kl'] += float((kl * mask).sum()) / max(n_tokens, 1)
-            loss = aggregate(tl, mask, cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens, max_len_const=cfg.max_len_const)
-            loss.backward()
-            is_designer = torch.tensor([s.role == 'designer' for s in batch], device=tl.device)
-            for key, sel in (('loss_agent', ~is_designer), ('loss_designer', is_designer)):
-                if sel.any():
-                    metrics[key] += float(aggregate(tl.detach()[sel], mask[sel], cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens,
-                                                    max_len_const=cfg.max_len_const))
-            out = ((ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)).float()
-            clipped += float((out * mask).sum()); counted += float(mask.sum())
+            c, n = self._micro_step(batch, n_seqs, n_tokens, metrics)
+            clipped += c; counted += n
     if (d := _dist()) is not None:
         for p in self.params:
             if p.grad is None: p.grad = torch.zeros_like(p)
@@ -346,6 +358,9 @@ def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     self._publish()
     return metrics
 
+Trainer.train_step = _train_step
+
+# %% ../nbs/15_trainer.ipynb #a02d018f
 def _all_trainable(self: Trainer):
     for n, p in self.model.named_parameters():
         if 'lora_' in n: p.requires_grad_(True)
@@ -355,7 +370,6 @@ def _publish(self: Trainer):
     self.policy.model = self.model
     self.policy.adapter_version = self.step or None  # an adapter never updated is the base model
 
-Trainer.train_step = _train_step
 Trainer._all_trainable = _all_trainable
 Trainer._publish = _publish
 
