@@ -12,19 +12,14 @@ nothing, so the figures show the mechanics). The 1.5B coder (spade_nb.offline; a
     python benchmarks/designer_probe.py --model Qwen/Qwen2.5-Coder-1.5B-Instruct --designs 16 --max-new-tokens 1536
 """
 import argparse
-import json
 import time
 from collections import Counter
 from pathlib import Path
 
 from spade_nb.core import Seeds
 from spade_nb.heldout import wilson
+from spade_nb.selfplay import _jsonl_append as _append  # the run directory's own JSONL writer
 from spade_nb.selfplay import RunDir, admit_designs, episode_rows, hint_stage, load_config, open_run, play_stage, score_stage, write_designs
-
-
-def _append(path: Path, rows):
-    with open(path, 'a', encoding='utf-8') as f:
-        for r in rows: f.write(json.dumps(r, ensure_ascii=False, default=str) + '\n')
 
 
 def main():

@@ -49,6 +49,7 @@ REASONS = {
 
 ADMISSION_VERSION = 3  # raised whenever the rules tighten; records admitted under an older version are re-admitted
 
+# %% ../nbs/07_admission.ipynb #18b27cd3
 @dataclass
 class Replay:
     "An action sequence and the transcript it gave where it was recorded; play re-sends it and must see the same."
@@ -61,6 +62,7 @@ def transcript_digest(rows: list) -> str:
     "sha256 of a transcript: the first observation, then one [obs, reward, terminated, truncated] per step."
     return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()
 
+# %% ../nbs/07_admission.ipynb #4f676ed5
 @dataclass
 class Verdict:
     "The outcome of admission: ok, a reason from `REASONS`, human-readable details and what was measured."
@@ -82,6 +84,7 @@ class Verdict:
     def __repr__(self):
         return f"Verdict(ok={self.ok}, reason={self.reason!r}, class={self.class_name!r}, details={self.details[:100]!r})"
 
+# %% ../nbs/07_admission.ipynb #9d064867
 @dataclass
 class AdmissionConfig(Config):
     "How hard admission looks."

@@ -45,6 +45,7 @@ class EngineConfig(Config):
         self.check('retries', self.retries >= 0, 'must be non-negative')
         self.check('concurrency', self.concurrency >= 1, 'must be at least 1')
 
+# %% ../nbs/02_llm.ipynb #944d3b06
 @dataclass
 class LLMConfig(Config):
     "Which model the policy is and how it is loaded."
@@ -69,6 +70,7 @@ class LLMConfig(Config):
         self.check('servers', self.backend != 'openai' or bool(self.servers), 'the openai backend needs at least one server URL')
         self.check('servers', all(u.startswith(('http://', 'https://')) for u in self.servers), 'each must be an http:// or https:// URL')
 
+# %% ../nbs/02_llm.ipynb #32a5eaa6
 @dataclass
 class SamplingParams(Config):
     "How to sample completions."
