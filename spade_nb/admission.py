@@ -115,6 +115,8 @@ def check_structure(code: str) -> Verdict | None:
     except SyntaxError as e: return Verdict(False, 'syntax', f'{e.msg} (line {e.lineno})')
     except (ValueError, RecursionError) as e: return Verdict(False, 'syntax', str(e)[:200])
     def base_name(b): return b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+    if own := sorted({n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name in _REQUIRED}):
+        return Verdict(False, 'contract', f'the module defines its own {" and ".join(own)}; import them: from spade_nb.envs import TextEnv, ToolEnv')
     envs = [n for n in tree.body if isinstance(n, ast.ClassDef) and not n.name.startswith('_')
             and any(base_name(b) in _REQUIRED for b in n.bases)]
     if len(envs) != 1:

@@ -37,6 +37,7 @@ class DesignerConfig(Config):
     min_document_tokens: int = 64
     n_positive: int = 2  # exemplars per prompt, as in the reference
     n_negative: int = 1
+    unscored_exemplars: bool = True  # too few scored positives (the cold start): show admitted, never played ones
     repair_turns: int = 0  # tries that feed admission's reason back
     _moved = {'use_corpus': 'moved: the ablation is selfplay.use_corpus', 'use_memory': 'moved: the ablation is selfplay.use_memory'}
 
@@ -55,7 +56,7 @@ class Exemplar:
     kind: str
     win_rate: float | None = None
     regret: float | None = None
-    label: Literal['positive', 'negative'] = 'positive'
+    label: Literal['positive', 'unscored', 'negative'] = 'positive'  # unscored: admitted, never played (the cold start)
     env_id: int | None = None
 
 # %% ../nbs/10_designer.ipynb #5864aff6
@@ -83,9 +84,9 @@ def describe_difficulty(win_rate: float | None) -> str:
 def section_task(skill: str, mode: str = 'scratch', parent: Exemplar | None = None) -> str:
     kind, what = SKILLS[skill]
     if mode == 'edit' and parent is not None:
-        scores = f'win rate {parent.win_rate:.0%}, ' if parent.win_rate is not None else ''
-        scores += f'regret {parent.regret:+.2f}' if parent.regret is not None else ''
-        return (f"Write a variant of this admitted {parent.kind} ({scores}): {parent.summary}\n"
+        scores = ', '.join(s for s in (f'win rate {parent.win_rate:.0%}' if parent.win_rate is not None else '',
+                                       f'regret {parent.regret:+.2f}' if parent.regret is not None else '') if s)
+        return (f"Write a variant of this admitted {parent.kind} ({scores or 'not yet played'}): {parent.summary}\n"
                 f"```python\n{parent.code}\n```\nMake it {describe_difficulty(parent.win_rate)}. Change the rules or the "
                 f"content, not just constants, and keep it a {kind}.")
     return f"Write {what}. Subclass {kind}. Choose a difficulty that a capable agent wins about half the time."
@@ -98,6 +99,8 @@ def section_exemplars(exemplars: Sequence[Exemplar]) -> str:
                                       f'regret {e.regret:+.2f}' if e.regret is not None else '') if s)
         if e.label == 'positive':
             parts.append(f"GOOD ({scores}; the agent learns from it): {e.summary}\n```python\n{e.code}\n```")
+        elif e.label == 'unscored':
+            parts.append(f"ADMITTED (not yet played; it follows the contract): {e.summary}\n```python\n{e.code}\n```")
         else:
             why = 'too easy' if (e.win_rate or 0) > 0.5 else 'too hard'
             parts.append(f"AVOID ({scores}; {why}): {e.summary}")

@@ -386,14 +386,15 @@ EnvMemory.readmit = _readmit
 # %% ../nbs/12_memory.ipynb #6cbf1904
 def _exemplars(self: EnvMemory, n_positive: int = 2, n_negative: int = 1, *, rng: np.random.Generator | None = None,
               band: tuple[float, float] = (0.15, 0.85), kind: str | None = None, sampled: bool = False,
-              avoid: Sequence[int] = ()) -> list[Exemplar]:
-    "Positives: highest regret among mid win rates (`sampled`: drawn by regret rank, P ~ 1/rank, without replacement, `avoid` ids last). Negatives: too easy (> 0.9) or too hard (< 0.1), drawn at random."
+              avoid: Sequence[int] = (), unscored: bool = False) -> list[Exemplar]:
+    "Positives: highest regret among mid win rates (`sampled`: drawn by regret rank, P ~ 1/rank, without replacement, `avoid` ids last); `unscored`: too few fill up with admitted, never played ones. Negatives: too easy (> 0.9) or too hard (< 0.1), drawn at random."
     k = 'AND kind = ?' if kind else ''
     args = [kind] if kind else []
     pos = [self._record(r) for r in self.db.execute(
         f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND regret IS NOT NULL '
         f'AND win_rate_nohint BETWEEN ? AND ? {k} ORDER BY regret DESC, id LIMIT ?', [band[0], band[1], *args, -1 if sampled else n_positive])]
     if sampled and pos: pos = _draw_by_rank(pos, n_positive, rng or np.random.default_rng(0), set(avoid))
+    fresh = self._unscored(n_positive - len(pos), k, args, rng if sampled else None, set(avoid)) if unscored else []
     negs = [self._record(r) for r in self.db.execute(
         f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND win_rate_nohint IS NOT NULL '
         f'AND (win_rate_nohint > 0.9 OR win_rate_nohint < 0.1) {k} ORDER BY id', args)]
@@ -402,7 +403,15 @@ def _exemplars(self: EnvMemory, n_positive: int = 2, n_negative: int = 1, *, rng
         negs = [negs[int(i)] for i in rng.choice(len(negs), size=min(n_negative, len(negs)), replace=False)]
     else: negs = []
     return [Exemplar(r.code, r.summary, r.kind, r.win_rate_nohint, r.regret, label, r.id)
-            for label, rs in (('positive', pos), ('negative', negs)) for r in rs]
+            for label, rs in (('positive', pos), ('unscored', fresh), ('negative', negs)) for r in rs]
+
+def _unscored(self: EnvMemory, n: int, k: str, args: list, rng: np.random.Generator | None, avoid: set) -> list:
+    "Up to `n` admitted environments never played (ids in order, or shuffled by `rng`), `avoid` ids last."
+    if n <= 0: return []
+    recs = [self._record(r) for r in self.db.execute(
+        f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND regret IS NULL AND win_rate_nohint IS NULL {k} ORDER BY id', args)]
+    if rng is not None and recs: recs = [recs[int(i)] for i in rng.permutation(len(recs))]
+    return sorted(recs, key=lambda r: r.id in avoid)[:n]
 
 def _arrays(self: EnvMemory):
     if self._cache is None:
@@ -439,6 +448,7 @@ def _sample_replay(self: EnvMemory, n: int, rng: np.random.Generator, *, iterati
     return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p)]
 
 EnvMemory.exemplars = _exemplars
+EnvMemory._unscored = _unscored
 EnvMemory._arrays = _arrays
 EnvMemory.replay_priorities = _replay_priorities
 EnvMemory.sample_replay = _sample_replay

@@ -363,8 +363,9 @@ def write_designs(policy, memory: EnvMemory, corpus, cfg: RunConfig, seeds: Seed
     for k in range(sp.designs_per_iteration):
         skill = dcfg.skills[k % len(dcfg.skills)]
         kind = 'TextEnv' if skill == 'reasoning_game' else 'ToolEnv'
-        ex = memory.exemplars(dcfg.n_positive, dcfg.n_negative, rng=rng, kind=kind, sampled=True, avoid=shown) if sp.use_memory else []
-        parents = [e for e in ex if e.label == 'positive']
+        ex = memory.exemplars(dcfg.n_positive, dcfg.n_negative, rng=rng, kind=kind, sampled=True, avoid=shown,
+                              unscored=dcfg.unscored_exemplars) if sp.use_memory else []
+        parents = [e for e in ex if e.label != 'negative']
         shown += [e.env_id for e in parents]  # the next prompts show (and edit) others first
         edit = sp.use_memory and parents and rng.random() < dcfg.edit_share
         prompts.append(build_prompt(policy, skill, document=docs[k], exemplars=[e for e in ex if not edit or e is not parents[0]],

@@ -18,6 +18,9 @@ def test_every_preset_resolves():
     rg = [h for h in gpu.selfplay.heldout if h.startswith('rg:')]
     assert len(rg) * min(gpu.selfplay.eval_seeds, gpu.selfplay.heldout_instances) >= 300  # hundreds of held-out questions
     assert any(h.startswith('rg:') for h in tiny.selfplay.heldout)
+    coder = load_config('coder-cpu')  # the hub id (an offline copy stands in where its parts are installed), on a CPU
+    assert coder.llm.model == 'Qwen/Qwen2.5-Coder-1.5B-Instruct' and coder.llm.backend == 'hf' and coder.llm.dtype == 'bfloat16'
+    assert coder.designer.unscored_exemplars and coder.designer.n_positive >= 1 and coder.designer.repair_turns >= 1
 
 
 # Only what a 4B model on a GPU needs and a random 2-layer model on a CPU test cannot have: the model, and
@@ -93,3 +96,16 @@ def test_the_single_gpu_preset_without_vllm_names_the_fallback(tmp_path, tiny_mo
     assert main(['selfplay', '--preset', 'single-gpu', '--run-dir', str(tmp_path/'run'), '--set', f'llm.model={tiny_model_dir}']) == 2
     err = capsys.readouterr().err
     assert 'llm.backend: vllm: vllm is not installed' in err and '--set llm.backend=hf' in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_coder_cpu_preset_runs_scaled_down_in_bf16(tmp_path, tiny_model_dir, capsys):
+    "The laptop preset with only the model and the counts changed: bf16 weights on a CPU, fp32 LoRA, both roles trained."
+    run_dir = tmp_path/'run'
+    argv = ['selfplay', '--preset', 'coder-cpu', '--run-dir', str(run_dir), '--set', f'llm.model={tiny_model_dir}', '--set', 'selfplay.eval_interval=1']
+    for s in SCALE_DOWN: argv += ['--set', s]
+    assert main(argv) == 0, capsys.readouterr().err
+    run = Run.load(run_dir)
+    assert run.config.name == 'coder-cpu' and run.config.llm.dtype == 'bfloat16'
+    (row,) = run.metrics
+    assert row['designs'] == 2 and row['agent_samples'] > 0 and math.isfinite(row['loss_agent']) and math.isfinite(row['loss_designer'])
+    assert row['heldout_episodes'] == 4  # CaesarEnv and three reasoning-gym datasets, one episode each
