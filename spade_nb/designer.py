@@ -89,11 +89,12 @@ def section_task(skill: str, mode: str = 'scratch', parent: Exemplar | None = No
         return (f"Write a variant of this admitted {parent.kind} ({scores or 'not yet played'}): {parent.summary}\n"
                 f"```python\n{parent.code}\n```\nMake it {describe_difficulty(parent.win_rate)}. Change the rules or the "
                 f"content, not just constants, and keep it a {kind}.")
-    return f"Write {what}. Subclass {kind}. Choose a difficulty that a capable agent wins about half the time."
+    return (f"Write {what}. Subclass {kind}. Make it a new environment of your own, its content drawn from the document, "
+            f"not a copy of an example. Choose a difficulty that a capable agent wins about half the time.")
 
 def section_exemplars(exemplars: Sequence[Exemplar]) -> str:
     if not exemplars: return ''
-    parts = ['Environments from the memory:']
+    parts = ['Environments from the memory. Learn from them; never copy one (a copy is rejected as a duplicate):']
     for e in exemplars:
         scores = ', '.join(s for s in (f'win rate {e.win_rate:.0%}' if e.win_rate is not None else '',
                                       f'regret {e.regret:+.2f}' if e.regret is not None else '') if s)
@@ -110,7 +111,7 @@ def section_format() -> str:
     return ("Reply with exactly one fenced ```python block holding the whole module: the import line, the class, "
             "its methods and solution(). No text after the block.")
 
-SECTIONS = ('role', 'document', 'contract', 'task', 'exemplars', 'format')
+SECTIONS = ('role', 'document', 'contract', 'exemplars', 'task', 'format')  # the task last: what to write, after what to learn from
 
 # %% ../nbs/10_designer.ipynb #5926d748
 @dataclass

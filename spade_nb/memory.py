@@ -387,14 +387,14 @@ EnvMemory.readmit = _readmit
 def _exemplars(self: EnvMemory, n_positive: int = 2, n_negative: int = 1, *, rng: np.random.Generator | None = None,
               band: tuple[float, float] = (0.15, 0.85), kind: str | None = None, sampled: bool = False,
               avoid: Sequence[int] = (), unscored: bool = False) -> list[Exemplar]:
-    "Positives: highest regret among mid win rates (`sampled`: drawn by regret rank, P ~ 1/rank, without replacement, `avoid` ids last); `unscored`: too few fill up with admitted, never played ones. Negatives: too easy (> 0.9) or too hard (< 0.1), drawn at random."
+    "Positives: highest regret among mid win rates (`sampled`: drawn by regret rank, P ~ 1/rank, without replacement, `avoid` ids last); `unscored`: none scored, one admitted, never played one shows the format. Negatives: too easy (> 0.9) or too hard (< 0.1), drawn at random."
     k = 'AND kind = ?' if kind else ''
     args = [kind] if kind else []
     pos = [self._record(r) for r in self.db.execute(
         f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND regret IS NOT NULL '
         f'AND win_rate_nohint BETWEEN ? AND ? {k} ORDER BY regret DESC, id LIMIT ?', [band[0], band[1], *args, -1 if sampled else n_positive])]
     if sampled and pos: pos = _draw_by_rank(pos, n_positive, rng or np.random.default_rng(0), set(avoid))
-    fresh = self._unscored(n_positive - len(pos), k, args, rng if sampled else None, set(avoid)) if unscored else []
+    fresh = self._unscored(min(1, n_positive), k, args, rng if sampled else None, set(avoid)) if unscored and not pos else []
     negs = [self._record(r) for r in self.db.execute(
         f'SELECT id, {", ".join(_COLS)} FROM envs WHERE evicted_at IS NULL AND win_rate_nohint IS NOT NULL '
         f'AND (win_rate_nohint > 0.9 OR win_rate_nohint < 0.1) {k} ORDER BY id', args)]
