@@ -72,7 +72,7 @@ def main():
         print(f'round {k}: {n} designs, {len(designed.new_envs)} admitted, reasons {dict(Counter(r["reason"] for r in designed.rows))}, '
               f'{time.perf_counter() - t:.0f} s', flush=True)
     firsts = [r for r in rows if r['attempt'] == 0]
-    ok = sum(r['env_id'] is not None for r in firsts)
+    ok = sum(r['reason'] == 'ok' for r in firsts)  # new environments: a duplicate of one in the memory is refused
     lo, hi = wilson(ok, len(firsts))
     print(f'\nmodel {parts.policy.name}, {len(firsts)} designs ({sum(r["mode"] == "edit" for r in firsts)} in edit mode), '
           f'{len(rows) - len(firsts)} repairs; transcripts in {out}')
@@ -80,7 +80,7 @@ def main():
           f'(goal: at least one admitted design: {"met" if ok else "NOT met"})')
     print(f'tokens per design: {tokens / max(1, len(rows)):.0f}; seconds per design (writing, admitting, hinting, playing): {secs / max(1, len(rows)):.1f}')
     print('\nrejection reasons:')
-    for reason, count in Counter(r['reason'] for r in rows if r['env_id'] is None).most_common():
+    for reason, count in Counter(r['reason'] for r in rows if r['reason'] != 'ok').most_common():
         print(f'  {reason:<24}{count}')
     for e in admitted:
         m = e['metrics']

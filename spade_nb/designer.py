@@ -88,7 +88,7 @@ def section_task(skill: str, mode: str = 'scratch', parent: Exemplar | None = No
                                        f'regret {parent.regret:+.2f}' if parent.regret is not None else '') if s)
         return (f"Write a variant of this admitted {parent.kind} ({scores or 'not yet played'}): {parent.summary}\n"
                 f"```python\n{parent.code}\n```\nMake it {describe_difficulty(parent.win_rate)}. Change the rules or the "
-                f"content, not just constants, and keep it a {kind}.")
+                f"content, not just constants, and keep it a {kind}; a copy is rejected as a duplicate.")
     return (f"Write {what}. Subclass {kind}. Make it a new environment of your own, its content drawn from the document, "
             f"not a copy of an example. Choose a difficulty that a capable agent wins about half the time.")
 
@@ -232,4 +232,6 @@ def _ok(v) -> bool: return bool(v is not None and getattr(v, 'ok', False))
 def _why(step) -> tuple[str, str]:
     d, v = step
     if v is None: return 'parse', f'no code could be parsed from the reply ({d.parsed.reason})'
+    if v.reason == 'syntax' and d.parsed.reason == 'unclosed_fence':  # the fix is a shorter module, not a syntax repair
+        return v.reason, f'the reply was cut off at the token limit before its python block closed ({v.details}); write a shorter module'
     return v.reason, v.details

@@ -22,9 +22,9 @@ strings.
 
 **TextEnv**, a multi-turn text game or reasoning task. Define:
 - `max_turns` (class attribute, an int);
-- `reset(self, seed=None, options=None) -> (obs: str, info: dict)`: call `super().reset(seed=seed)`
+- `def reset(self, seed=None, options=None):` returns the tuple `(obs, info)` (a str, a dict); call `super().reset(seed=seed)`
   first and draw all randomness from `self.np_random`; keep the hidden state on `self`;
-- `step(self, action: str) -> (obs: str, reward: float, terminated: bool, truncated: bool, info: dict)`:
+- `def step(self, action):` returns the tuple `(obs, reward, terminated, truncated, info)` (str, float, bool, bool, dict):
   feedback depends on the action; reward in [0, 1]; count turns and return `truncated=True` when
   `max_turns` steps have been taken;
 - `solution(self) -> list[str]`: the actions that, replayed right after `reset(seed)`, win; different
