@@ -8,8 +8,10 @@ its hint, win rates and regret. Saved to `--out`: every design (prompt, reply, c
 designs.jsonl, the admitted environments with their scores in admitted.jsonl, their episodes in episodes.jsonl.
 
 Default: the embedded model, 4 designs of at most 256 tokens (a few minutes on 2 CPU cores; a 135M model admits
-nothing, so the figures show the mechanics). The 1.5B coder (spade_nb.offline; about an hour on 2 cores):
-    python benchmarks/designer_probe.py --model Qwen/Qwen2.5-Coder-1.5B-Instruct --designs 16 --max-new-tokens 1536
+nothing, so the figures show the mechanics). The 1.5B coder (spade_nb.offline; about 35 minutes on 2 cores in bf16):
+    python benchmarks/designer_probe.py --model Qwen/Qwen2.5-Coder-1.5B-Instruct --designs 16 --max-new-tokens 1536 \
+        --max-context 6144 --dtype bfloat16
+(measured on 2 cores, 2026-12-01: 125 s a design in rounds of 4, bf16; README, "What a 1.5B coder does on a laptop").
 """
 import argparse
 import time
@@ -35,6 +37,8 @@ def main():
     ap.add_argument('--repair-turns', type=int, default=0)
     ap.add_argument('--seeds', type=int, default=2, help='seeds played per admitted environment')
     ap.add_argument('--plays', type=int, default=2, help='plays per seed and arm')
+    ap.add_argument('--max-turns', type=int, default=8, help="rollout.max_turns (an episode's cap, whatever the environment's own)")
+    ap.add_argument('--turn-tokens', type=int, default=96, help='rollout.max_new_tokens (per turn)')
     ap.add_argument('--out', default='designer-probe', help='folder for the transcripts (must not hold a probe already)')
     ap.add_argument('--seed', type=int, default=0)
     a = ap.parse_args()
@@ -44,7 +48,8 @@ def main():
         f'llm.model={a.model}', f'llm.dtype={a.dtype}', f'llm.max_context={a.max_context}', f'llm.batch_size={a.batch}', f'seed={a.seed}',
         f'selfplay.designs_per_iteration={a.batch}', f'selfplay.seeds_per_env={a.seeds}', f'selfplay.plays={a.plays}', 'selfplay.heldout=[]',
         f'designer.max_new_tokens={a.max_new_tokens}', f'designer.temperature={a.temperature}', f'designer.edit_share={a.edit_share}',
-        f'designer.repair_turns={a.repair_turns}', 'designer.skills=[reasoning_game,tool_use]'])
+        f'designer.repair_turns={a.repair_turns}', 'designer.skills=[reasoning_game,tool_use]',
+        f'rollout.max_turns={a.max_turns}', f'rollout.max_new_tokens={a.turn_tokens}'])
     t0 = time.perf_counter()
     parts = open_run(cfg, RunDir(out), fresh=True)
     print(f'model {parts.policy.name} loaded, {len(parts.memory)} seed environments admitted: {time.perf_counter() - t0:.0f} s', flush=True)

@@ -17,7 +17,7 @@ SMALL = {
     'trainer': ['--seqs', '2', '--len', '32', '--reps', '1'],
     'generation': ['--reps', '1', '--batch', '2', '--new-tokens', '4', '--no-vllm'],
     'sandbox': ['--steps', '50', '--admissions', '1'],
-    'designer_probe': ['--designs', '2', '--batch', '2', '--max-new-tokens', '16', '--seeds', '1', '--plays', '1'],
+    'designer_probe': ['--designs', '2', '--batch', '2', '--max-new-tokens', '16', '--seeds', '1', '--plays', '1', '--max-turns', '2', '--turn-tokens', '8'],
 }
 
 
