@@ -365,7 +365,7 @@ def write_designs(policy, memory: EnvMemory, corpus, cfg: RunConfig, seeds: Seed
         kind = 'TextEnv' if skill == 'reasoning_game' else 'ToolEnv'
         ex = memory.exemplars(dcfg.n_positive, dcfg.n_negative, rng=rng, kind=kind, sampled=True, avoid=shown,
                               unscored=dcfg.unscored_exemplars) if sp.use_memory else []
-        parents = [e for e in ex if e.label != 'negative']
+        parents = [e for e in ex if e.label == 'positive']  # an edit moves a scored environment toward the frontier; an unscored one only shows the format
         shown += [e.env_id for e in parents]  # the next prompts show (and edit) others first
         edit = sp.use_memory and parents and rng.random() < dcfg.edit_share
         prompts.append(build_prompt(policy, skill, document=docs[k], exemplars=[e for e in ex if not edit or e is not parents[0]],
