@@ -413,6 +413,22 @@ def _unscored(self: EnvMemory, n: int, k: str, args: list, rng: np.random.Genera
     if rng is not None and recs: recs = [recs[int(i)] for i in rng.permutation(len(recs))]
     return sorted(recs, key=lambda r: r.id in avoid)[:n]
 
+def _draw_by_rank(recs: list, n: int, rng: np.random.Generator, avoid: set) -> list:
+    "`n` of `recs` (best first) drawn without replacement with P ~ 1/rank; those in `avoid` only once the others run out."
+    fresh, stale = [r for r in recs if r.id not in avoid], [r for r in recs if r.id in avoid]
+    out = []
+    for pool in (fresh, stale):
+        k = min(n - len(out), len(pool))
+        if k <= 0: continue
+        w = 1.0 / np.arange(1, len(pool) + 1)
+        out += [pool[int(i)] for i in rng.choice(len(pool), size=k, replace=False, p=w / w.sum())]
+    return out
+
+EnvMemory.exemplars = _exemplars
+EnvMemory._unscored = _unscored
+
+
+# %% ../nbs/12_memory.ipynb #18c05b48
 def _arrays(self: EnvMemory):
     if self._cache is None:
         rows = self.db.execute('SELECT id, regret, COALESCE(last_played, iteration), kind FROM envs WHERE evicted_at IS NULL').fetchall()
@@ -447,22 +463,10 @@ def _sample_replay(self: EnvMemory, n: int, rng: np.random.Generator, *, iterati
     if not replace: n = min(n, int((p > 0).sum()))
     return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p)]
 
-EnvMemory.exemplars = _exemplars
-EnvMemory._unscored = _unscored
 EnvMemory._arrays = _arrays
 EnvMemory.replay_priorities = _replay_priorities
 EnvMemory.sample_replay = _sample_replay
 
-def _draw_by_rank(recs: list, n: int, rng: np.random.Generator, avoid: set) -> list:
-    "`n` of `recs` (best first) drawn without replacement with P ~ 1/rank; those in `avoid` only once the others run out."
-    fresh, stale = [r for r in recs if r.id not in avoid], [r for r in recs if r.id in avoid]
-    out = []
-    for pool in (fresh, stale):
-        k = min(n - len(out), len(pool))
-        if k <= 0: continue
-        w = 1.0 / np.arange(1, len(pool) + 1)
-        out += [pool[int(i)] for i in rng.choice(len(pool), size=k, replace=False, p=w / w.sum())]
-    return out
 
 # %% ../nbs/12_memory.ipynb #007b5e3b
 def _value(self: EnvMemory, rec: EnvRecord, iteration: int, decay: float = 0.9) -> float:
