@@ -88,9 +88,15 @@ class TextEnv(gym.Env):
 _JSON_TYPES = {str: 'string', int: 'integer', float: 'number', bool: 'boolean', list: 'array', dict: 'object',
                'str': 'string', 'int': 'integer', 'float': 'number', 'bool': 'boolean', 'list': 'array', 'dict': 'object'}
 
+def _plain(x):
+    "numpy's scalars and arrays as the Python values they hold: environments draw their numbers from `np_random`."
+    if isinstance(x, np.generic): return x.item()
+    if isinstance(x, np.ndarray): return x.tolist()
+    raise TypeError(f'a tool argument of type {type(x).__name__} cannot be sent as JSON')
+
 def tool_call(name: str, **args) -> str:
-    "The canonical action string that calls tool `name` with `args`."
-    return json.dumps({'tool': name, 'args': args}, sort_keys=True, ensure_ascii=False)
+    "The canonical action string that calls tool `name` with `args` (numpy values as the numbers they hold)."
+    return json.dumps({'tool': name, 'args': args}, sort_keys=True, ensure_ascii=False, default=_plain)
 
 def final_answer(text) -> str:
     "The canonical action string that ends the episode with a final answer."

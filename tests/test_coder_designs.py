@@ -16,6 +16,41 @@ from spade_nb.designer import Design, _why, parse_design
 from spade_nb.memory import structural_fingerprint
 from spade_nb.seeds import seed_sources
 
+# The false rejection the preset's run found: a coder's solution() passed a number drawn from np_random (numpy's int64)
+# to tool_call, which could not send it as JSON, and admission called the environment a crash. Its own environment was
+# broken besides (a numpy array used as a list); this one, built the same way, is valid and winnable.
+NUMPY_ARGUMENTS = '''\
+from spade_nb.envs import ToolEnv, tool_call, final_answer
+import numpy as np
+
+
+class RoomEnv(ToolEnv):
+    "One hour of the day is free: find it with is_free, book it, then answer done."
+    max_turns = 12
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.free = self.np_random.integers(9, 17)  # a numpy int64, as np_random gives
+        self.booked = None
+        return 'One hour from 9 to 16 is free. Ask about hours with is_free, book the free one, then answer "done".', {}
+
+    def tool_is_free(self, hour: int) -> str:
+        "Whether an hour is free."
+        return 'free' if hour == self.free else 'taken'
+
+    def tool_book(self, hour: int) -> str:
+        "Book an hour."
+        if hour != self.free: return 'taken'
+        self.booked = hour
+        return 'booked'
+
+    def check_answer(self, answer: str) -> float:
+        return 1.0 if self.booked == self.free and answer.strip() == 'done' else 0.0
+
+    def solution(self):
+        return [tool_call('book', hour=self.free), final_answer('done')]
+'''
+
 ROWS = [json.loads(line) for line in (Path(__file__).parent/'data'/'coder_designs.jsonl').read_text().splitlines()]
 
 
@@ -52,3 +87,9 @@ def test_what_the_designer_is_told():
     cut = next(r for r in ROWS if 'token limit' in r['note'])
     d = Design(None, None, parse_design(cut['reply']))
     assert d.parsed.reason == 'unclosed_fence' and 'cut off at the token limit' in _why((d, check_structure(d.code)))[1]
+
+
+def test_numbers_from_np_random_reach_the_tools():
+    from spade_nb.admission import admit
+    v = admit(NUMPY_ARGUMENTS)
+    assert v.ok, v
