@@ -37,7 +37,7 @@ class DesignerConfig(Config):
     min_document_tokens: int = 64
     n_positive: int = 2  # exemplars per prompt, as in the reference
     n_negative: int = 1
-    unscored_exemplars: bool = True  # too few scored positives (the cold start): show admitted, never played ones
+    unscored_exemplars: bool = True  # no scored positive yet (the cold start): show one admitted, never played environment
     repair_turns: int = 0  # tries that feed admission's reason back
     _moved = {'use_corpus': 'moved: the ablation is selfplay.use_corpus', 'use_memory': 'moved: the ablation is selfplay.use_memory'}
 
