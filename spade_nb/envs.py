@@ -113,6 +113,8 @@ def parse_tool_action(action: str) -> tuple[str, Any]:
         raise ValueError('expected {"tool": "<name>", "args": {...}} or {"answer": "<text>"}')
     return 'tool', (name, args)
 
+
+# %% ../nbs/03_envs.ipynb #92e22769
 class ToolEnv(TextEnv):
     "Base of multi-turn tool-use environments: tools are `tool_<name>` methods, episodes end with a final answer."
     no_answer_reward: float = 0.0  # reward when max_turns runs out without a final answer
@@ -164,3 +166,4 @@ class ToolEnv(TextEnv):
         return obs, (self.no_answer_reward if out_of_turns else 0.0), False, out_of_turns, info
 
 ENV_BASES = {'TextEnv': TextEnv, 'ToolEnv': ToolEnv}
+

@@ -269,6 +269,8 @@ def _add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[i
     if len(self) > self.capacity: self.evict(rec.iteration)
     return env_id, True
 
+
+# %% ../nbs/12_memory.ipynb #17d1b6fc
 def _near_duplicate(self: EnvMemory, mh: np.ndarray, bands: list[str]) -> int | None:
     q = ' OR '.join(['(band = ? AND hash = ?)'] * len(bands))
     cands = [r[0] for r in self.db.execute(f'SELECT DISTINCT env_id FROM lsh WHERE {q}', [x for b, h in enumerate(bands) for x in (b, h)])]
@@ -303,6 +305,7 @@ EnvMemory._find_duplicate = _find_duplicate
 EnvMemory.add = _add
 EnvMemory._near_duplicate = _near_duplicate
 EnvMemory.add_code = _add_code
+
 
 # %% ../nbs/12_memory.ipynb #506627bb
 def _discard_from(self: EnvMemory, iteration: int):
