@@ -20,10 +20,11 @@ from typing import Sequence
 import numpy as np
 
 from .admission import Replay
+from .core import is_win
 from .designer import Exemplar
 
 # %% auto #0
-__all__ = ['structural_fingerprint', 'minhash', 'EnvRecord', 'summarize', 'MemoryFileError', 'EnvMemory', 'env_source']
+__all__ = ['structural_fingerprint', 'minhash', 'EnvRecord', 'summarize', 'MemoryFileError', 'EnvMemory', 'Play', 'env_source']
 
 # %% ../nbs/12_memory.ipynb #cd14c726
 _KEEP = frozenset({'self', 'super', 'TextEnv', 'ToolEnv', 'tool_call', 'final_answer'})
@@ -139,6 +140,8 @@ CREATE INDEX IF NOT EXISTS envs_iter ON envs(iteration);
 CREATE TABLE IF NOT EXISTS scores (env_id INTEGER, iteration INTEGER, plays INTEGER, regret REAL, regret_lo REAL, regret_hi REAL,
                                    win_rate_hint REAL, win_rate_nohint REAL, note TEXT);
 CREATE INDEX IF NOT EXISTS scores_env ON scores(env_id, iteration);
+CREATE TABLE IF NOT EXISTS plays (env_id INTEGER, iteration INTEGER, seed INTEGER, hint INTEGER, play INTEGER, ret REAL);
+CREATE INDEX IF NOT EXISTS plays_env ON plays(env_id, iteration);
 CREATE TABLE IF NOT EXISTS lsh (band INTEGER, hash TEXT, env_id INTEGER);
 CREATE INDEX IF NOT EXISTS lsh_key ON lsh(band, hash);
 CREATE TABLE IF NOT EXISTS rejected (id INTEGER PRIMARY KEY, sha256 TEXT, code TEXT, reason TEXT, details TEXT, skill TEXT,
@@ -181,6 +184,9 @@ class EnvMemory:
             self.db.execute('ALTER TABLE envs ADD COLUMN replays TEXT')
         if 'note' not in {r[1] for r in self.db.execute('PRAGMA table_info(scores)')}:  # why an iteration measured nothing
             self.db.execute('ALTER TABLE scores ADD COLUMN note TEXT')
+        if 'plays' not in found:  # written before plays were kept (a design's reward is computed from its window)
+            self.db.executescript('CREATE TABLE plays (env_id INTEGER, iteration INTEGER, seed INTEGER, hint INTEGER, play INTEGER, ret REAL);'
+                                  'CREATE INDEX plays_env ON plays(env_id, iteration);')
 
     def close(self): self.db.close()
     def __enter__(self): return self
@@ -214,6 +220,12 @@ def _get(self: EnvMemory, env_id: int) -> EnvRecord:
     if row is None: raise KeyError(f'no environment {env_id} in {self.path}')
     return self._record(row)
 
+def _live(self: EnvMemory, ids: Sequence[int]) -> list[int]:
+    "Those of `ids` still in play (not evicted, not rejected), in their order."
+    ids = [int(i) for i in ids]
+    alive = {r[0] for r in self.db.execute(f'SELECT id FROM envs WHERE evicted_at IS NULL AND id IN ({",".join("?" * len(ids))})', ids)} if ids else set()
+    return [i for i in ids if i in alive]
+
 def _records(self: EnvMemory, *, include_evicted: bool = False) -> list[EnvRecord]:
     where = '' if include_evicted else 'WHERE evicted_at IS NULL'
     return [self._record(r) for r in self.db.execute(f'SELECT id, {", ".join(_COLS)} FROM envs {where} ORDER BY id')]
@@ -233,6 +245,7 @@ def _rejected(self: EnvMemory, *, id: int | None = None, document: str | None = 
     return [dict(zip(cols, r)) for r in self.db.execute(sql, args)]
 
 EnvMemory._record, EnvMemory.get, EnvMemory.records, EnvMemory.history, EnvMemory.rejected = _record, _get, _records, _history, _rejected
+EnvMemory.live = _live
 
 # %% ../nbs/12_memory.ipynb #de620a45
 def _find_duplicate(self: EnvMemory, rec: EnvRecord) -> int | None:
@@ -316,6 +329,7 @@ def _discard_from(self: EnvMemory, iteration: int):
         self.db.executemany('DELETE FROM lsh WHERE env_id = ?', [(g,) for g in gone])
         self.db.executemany('DELETE FROM meta WHERE key = ?', [(f'minhash:{g}',) for g in gone])
         self.db.execute('DELETE FROM scores WHERE iteration >= ?', (iteration,))
+        self.db.execute('DELETE FROM plays WHERE iteration >= ?', (iteration,))
         self.db.execute('DELETE FROM rejected WHERE iteration >= ?', (iteration,))
         self.db.execute('UPDATE envs SET evicted_at = NULL WHERE evicted_at >= ?', (iteration,))
         for (env_id,) in self.db.execute('SELECT id FROM envs').fetchall():  # restore the summaries from the history
@@ -385,6 +399,35 @@ EnvMemory._add_rejected = _add_rejected
 EnvMemory._move_to_rejected = _move_to_rejected
 EnvMemory.stale = _stale
 EnvMemory.readmit = _readmit
+
+# %% ../nbs/12_memory.ipynb #79d1c093
+@dataclass
+class Play:
+    "One play's outcome, as the memory keeps it."
+    env_id: int
+    iteration: int
+    seed: int
+    hint: bool
+    play: int
+    ret: float
+
+    @property
+    def win(self) -> bool: return is_win(self.ret)
+
+def _record_plays(self: EnvMemory, env_id: int, iteration: int, episodes):
+    "Keep the outcomes of `episodes` (rollout `Episode`s of environment `env_id`, both arms) played at `iteration`."
+    with self._tx():
+        self.db.executemany('INSERT INTO plays VALUES (?, ?, ?, ?, ?, ?)',
+                            [(env_id, iteration, int(e.seed), int(bool(e.hint)), int(e.play), float(e.ret)) for e in episodes])
+
+def _plays(self: EnvMemory, env_id: int, *, since: int | None = None, until: int | None = None) -> list[Play]:
+    "The plays of `env_id` kept from iteration `since` to `until` (both included), in the order they were played."
+    rows = self.db.execute('SELECT env_id, iteration, seed, hint, play, ret FROM plays WHERE env_id = ? AND iteration >= ? AND iteration <= ? '
+                           'ORDER BY rowid', (env_id, -2**62 if since is None else since, 2**62 if until is None else until)).fetchall()
+    return [Play(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
+
+EnvMemory.record_plays = _record_plays
+EnvMemory.plays = _plays
 
 # %% ../nbs/12_memory.ipynb #6cbf1904
 def _exemplars(self: EnvMemory, n_positive: int = 2, n_negative: int = 1, *, rng: np.random.Generator | None = None,

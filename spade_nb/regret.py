@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 import numpy as np
@@ -14,8 +14,10 @@ import numpy as np
 from .core import Config, is_win
 
 # %% auto #0
-__all__ = ['FAILURES', 'RegretEstimate', 't_quantile', 'estimate_regret', 'plateau', 'blend_reward', 'regret_reward',
-           'learnability_reward', 'solve_rate_reward', 'RewardConfig', 'designer_reward', 'env_metrics']
+__all__ = ['BLEND_PARTS', 'FAILURES', 'RegretEstimate', 't_quantile', 'f_quantile', 'estimate_regret', 'plateau', 'blend_reward',
+           'regret_reward', 'learnability_reward', 'solve_rate_reward', 'learning_progress', 'within_seed_share',
+           'RewardConfig', 'blend_parts', 'designer_reward', 'env_metrics', 'WindowFigures', 'window_figures',
+           'RewardParts', 'reward_parts', 'env_reward']
 
 # %% ../nbs/14_regret.ipynb #51fcb742
 @dataclass
@@ -68,6 +70,15 @@ def t_quantile(q: float, df: float) -> float:
         lo, hi = (mid, hi) if cdf(mid) < q else (lo, mid)
     return (lo + hi) / 2
 
+def f_quantile(q: float, d1: float, d2: float) -> float:
+    "The `q` quantile of Fisher's F with (`d1`, `d2`) degrees of freedom."
+    if not 0 < q < 1 or d1 <= 0 or d2 <= 0: raise ValueError(f'f_quantile: need 0 < q < 1 and positive degrees of freedom, got {q}, {d1}, {d2}')
+    lo, hi = 0.0, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _betainc(d1 / 2, d2 / 2, d1 * mid / (d1 * mid + d2)) < q else (lo, mid)
+    return (lo + hi) / 2
+
 # %% ../nbs/14_regret.ipynb #5f594c16
 def _by_seed(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "Each seed's mean return and play count, in first-seen order."
@@ -79,6 +90,10 @@ def _sampling_var(means: np.ndarray, counts: np.ndarray) -> np.ndarray:
     "Each seed's mean's sampling variance, from its Jeffreys-smoothed rate (an upper bound for returns in [0, 1] that are not wins)."
     p = (means * counts + 0.5) / (counts + 1)
     return p * (1 - p) / counts
+
+def _guarded(s2: float, floor: float, n: int) -> float:
+    "The variance an interval uses: the seeds' own `s2`, at least the sampling `floor` weighted min(1, 2 / (n - 1)) (in full up to 3 seeds, fading as seeds grow)."
+    return max(s2, floor * min(1.0, 2.0 / max(1, n - 1)))
 
 def _t_interval(mean: float, var: float, df: float, level: float) -> tuple[float, float]:
     if df <= 0 or not np.isfinite(df): return -1.0, 1.0
@@ -97,15 +112,15 @@ def estimate_regret(hint_returns: Sequence[float], nohint_returns: Sequence[floa
     if not paired:  # independent arms: by seed when `groups` = (hint seeds, plain seeds), else by play
         gh, gp = groups if groups is not None else (np.arange(len(h)), np.arange(len(p)))
         (mh, ch), (mp, cp) = _by_seed(h, np.asarray(gh)), _by_seed(p, np.asarray(gp))
-        vh = max(mh.var(ddof=1) if len(mh) > 1 else 0.0, _sampling_var(mh, ch).mean()) / len(mh)
-        vp = max(mp.var(ddof=1) if len(mp) > 1 else 0.0, _sampling_var(mp, cp).mean()) / len(mp)
+        vh = _guarded(mh.var(ddof=1) if len(mh) > 1 else 0.0, float(_sampling_var(mh, ch).mean()), len(mh)) / len(mh)
+        vp = _guarded(mp.var(ddof=1) if len(mp) > 1 else 0.0, float(_sampling_var(mp, cp).mean()), len(mp)) / len(mp)
         df = (vh + vp) ** 2 / (vh ** 2 / (len(mh) - 1) + vp ** 2 / (len(mp) - 1)) if min(len(mh), len(mp)) > 1 else 0.0
         lo, hi = _t_interval(float(mh.mean() - mp.mean()), vh + vp, df, level)
         return RegretEstimate(float(mh.mean() - mp.mean()), lo, hi, len(h) + len(p), float(h.mean()), float(p.mean()), False)
     g = _paired_groups(h, p, groups)
     (mh, ch), (mp, cp) = _by_seed(h, g), _by_seed(p, g)
     d, n = mh - mp, len(mh)
-    var = max(d.var(ddof=1) if n > 1 else 0.0, float((_sampling_var(mh, ch) + _sampling_var(mp, cp)).mean()))
+    var = _guarded(d.var(ddof=1) if n > 1 else 0.0, float((_sampling_var(mh, ch) + _sampling_var(mp, cp)).mean()), n)
     lo, hi = _t_interval(float(d.mean()), var / n, n - 1, level)
     return RegretEstimate(float(d.mean()), lo, hi, n, float(h.mean()), float(p.mean()), True)
 
@@ -161,16 +176,56 @@ def learnability_reward(win_rate: float) -> float:
 
 def solve_rate_reward(win_rate: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> float: return plateau(win_rate, lo, hi, ramp)
 
+# %% ../nbs/14_regret.ipynb #f3412f81
+def learning_progress(wins: Sequence[float], iterations: Sequence[int]) -> float | None:
+    "The per-iteration win rate's least-squares slope (weighted by plays) times the window's span: end minus start as fitted; None for one iteration."
+    y, t = np.asarray(wins, dtype=float), np.asarray(iterations, dtype=float)
+    if len(y) != len(t): raise ValueError(f'{len(y)} outcomes for {len(t)} iterations')
+    ts = np.array(sorted(set(t.tolist())))
+    if len(ts) < 2: return None
+    rate, n = np.array([y[t == x].mean() for x in ts]), np.array([(t == x).sum() for x in ts], dtype=float)
+    tm, rm = (n * ts).sum() / n.sum(), (n * rate).sum() / n.sum()
+    return float((n * (ts - tm) * (rate - rm)).sum() / (n * (ts - tm) ** 2).sum() * (ts[-1] - ts[0]))
+
+# %% ../nbs/14_regret.ipynb #15eaad6b
+def within_seed_share(wins: Sequence[float], seeds: Sequence, iterations: Sequence[int] | None = None, *,
+                      level: float = 0.9) -> float | None:
+    "The share of the outcomes' variance within seeds (seeds nested in `iterations`), between-seed variance counted past chance at `level`; None: no seed played twice."
+    y, s = np.asarray(wins, dtype=float), np.asarray(seeds)
+    t = np.zeros(len(y), dtype=int) if iterations is None else np.asarray(iterations)
+    ssw = ssb = dfw = dfb = cells = 0
+    for it in dict.fromkeys(t.tolist()):
+        yi, si = y[t == it], s[t == it]
+        for k in dict.fromkeys(si.tolist()):
+            yk = yi[si == k]
+            ssw, dfw, cells = ssw + ((yk - yk.mean()) ** 2).sum(), dfw + len(yk) - 1, cells + 1
+            ssb += len(yk) * (yk.mean() - yi.mean()) ** 2
+        dfb += len(set(si.tolist())) - 1
+    if dfw == 0: return None
+    msw = ssw / dfw
+    if dfb == 0: return 1.0  # one seed per iteration: no spread between seeds to see
+    crit = f_quantile(level, dfb, dfw) if msw > 0 else 1.0
+    between = max(0.0, (ssb / dfb - crit * msw) / (len(y) / cells))
+    return 1.0 if msw + between <= 0 else float(msw / (msw + between))
+
 # %% ../nbs/14_regret.ipynb #538ef7a3
+BLEND_PARTS = ('regret', 'learning_progress', 'plateau', 'frontier_penalty')  # the blend's components (the penalty is subtracted)
+
 @dataclass
 class RewardConfig(Config):
     "Which designer reward, its shape, and the penalties."
-    variant: Literal['blend', 'regret', 'learnability', 'solve_rate'] = 'blend'
-    regret_scale: float = 0.15
-    blend_regret_weight: float = 0.4  # 'blend': weight of clip(regret / regret_scale, 0, 1); the plateau gets the rest
+    variant: Literal['blend', 'regret', 'learnability', 'solve_rate', 'learning_progress'] = 'blend'
+    blend: dict[str, float] = field(default_factory=lambda: {'regret': 0.4, 'plateau': 0.6})  # 'blend': each component's weight (the paper's recipe; the reference's code: {regret: 0.5, learning_progress: 0.5})
+    blend_regret_weight: float | None = None  # the older key: blend = {regret: w, plateau: 1 - w} when set
+    regret_scale: float = 0.15  # nominal scales: the blend takes clip(regret / regret_scale, 0, 1) ...
+    regret_floor: bool = True  # ... (false: clipped to [-1, 1], a hint that hurts counts against)
+    learning_progress_scale: float = 0.10  # ... clip(learning progress / this, -1, 1) ...
+    frontier_penalty_scale: float = 0.25  # ... and (win rate - 0.5)^2 / this
     plateau_lo: float = 0.4  # 'blend', 'solve_rate': the no-hint win rates that score 1 ...
     plateau_hi: float = 0.6
     plateau_ramp: float = 0.25  # ... falling linearly to 0 over this much on each side
+    seed_test: bool = True  # pay the plateau, learnability and learning progress on the share of outcome variance within seeds (needs 2 plays per seed)
+    seed_test_level: float = 0.9  # between-seed variance counts only past what chance gives at this level
     uncertain_factor: float = 1.0  # for 'regret': multiply when the interval covers 0
     inadmissible: float = -1.0  # a design that admission rejected (or that did not parse), or that play caught cheating
     duplicate: float = -0.5  # a design the memory already holds (never another environment's score)
@@ -184,29 +239,55 @@ class RewardConfig(Config):
     interval: Literal['t', 'bootstrap'] = 't'  # the guarded Student-t interval, or the (too narrow) percentile bootstrap
     n_boot: int = 2000  # bootstrap resamples (interval: bootstrap)
 
+    def weights(self) -> dict[str, float]:
+        "The blend's weights, by component (`blend_regret_weight`, when set, gives the older two-part blend)."
+        w = self.blend if self.blend_regret_weight is None else {'regret': self.blend_regret_weight, 'plateau': 1 - self.blend_regret_weight}
+        return {k: float(v) for k, v in w.items() if v}
+
+    def uses(self, part: str) -> bool:
+        "Does the reward use `part` ('learning_progress', 'plateau', ...): as its variant, or with a weight in the blend?"
+        return self.variant == part or (self.variant == 'blend' and part in self.weights())
+
     def validate(self):
         self.check('plateau_lo', 0 <= self.plateau_lo <= self.plateau_hi <= 1, 'need 0 <= plateau_lo <= plateau_hi <= 1')
         self.check('plateau_ramp', self.plateau_ramp > 0, 'must be positive')
-        self.check('blend_regret_weight', 0 <= self.blend_regret_weight <= 1, 'must be in [0, 1]')
-        self.check('regret_scale', self.regret_scale > 0, 'must be positive')
-        self.check('level', 0 < self.level < 1, 'must be in (0, 1)')
+        bad = sorted(set(self.blend) - set(BLEND_PARTS))
+        self.check('blend', not bad, f'unknown component {", ".join(bad)}; known: {", ".join(BLEND_PARTS)}')
+        self.check('blend', all(isinstance(v, (int, float)) and v >= 0 for v in self.blend.values()), 'weights must be non-negative numbers')
+        self.check('blend_regret_weight', self.blend_regret_weight is None or 0 <= self.blend_regret_weight <= 1, 'must be in [0, 1]')
+        self.check('blend', self.variant != 'blend' or sum(self.weights().values()) > 0, 'needs a component with a positive weight')
+        for k in ('regret_scale', 'learning_progress_scale', 'frontier_penalty_scale'): self.check(k, getattr(self, k) > 0, 'must be positive')
+        for k in ('level', 'seed_test_level'): self.check(k, 0 < getattr(self, k) < 1, 'must be in (0, 1)')
 
 FAILURES = ('timeout', 'crash', 'memory', 'forbidden_syscall', 'output_too_large', 'contract')  # play's failure reasons with a penalty
 
 # %% ../nbs/14_regret.ipynb #787c1d92
+def blend_parts(cfg: RewardConfig, est: RegretEstimate | None, win_rate: float, *, learning_progress: float | None = None,
+                seed_share: float | None = 1.0) -> dict[str, float | None]:
+    "The blend's components, each over its nominal scale (None: not measured); the plateau and learning progress paid on `seed_share`."
+    r = None if est is None else float(np.clip(est.mean / cfg.regret_scale, 0.0 if cfg.regret_floor else -1.0, 1.0))
+    lp = None if learning_progress is None or seed_share is None else \
+        float(np.clip(learning_progress / cfg.learning_progress_scale, -1, 1)) * seed_share
+    pl = None if seed_share is None else plateau(win_rate, cfg.plateau_lo, cfg.plateau_hi, cfg.plateau_ramp) * seed_share
+    return {'regret': r, 'learning_progress': lp, 'plateau': pl, 'frontier_penalty': (win_rate - 0.5) ** 2 / cfg.frontier_penalty_scale}
+
 def designer_reward(cfg: RewardConfig, est: RegretEstimate | None, win_rate_nohint: float | None, *, admitted: bool = True,
-                    timed_out: bool = False, hint_leaked: bool = False, failure: str | None = None) -> float | None:
+                    timed_out: bool = False, hint_leaked: bool = False, failure: str | None = None,
+                    learning_progress: float | None = None, seed_share: float | None = 1.0) -> float | None:
     "The designer's reward for one environment; None when what its variant needs was not measured."
     if not admitted: return cfg.inadmissible
     failure = 'timeout' if timed_out and failure is None else failure
     if failure is not None: return getattr(cfg, failure) if failure in FAILURES else cfg.crash
     if win_rate_nohint is None: return None
-    band = dict(lo=cfg.plateau_lo, hi=cfg.plateau_hi, ramp=cfg.plateau_ramp)
-    if cfg.variant == 'learnability': return learnability_reward(win_rate_nohint)
-    if cfg.variant == 'solve_rate': return solve_rate_reward(win_rate_nohint, **band)
-    if hint_leaked or est is None: return None
-    if cfg.variant == 'blend': return blend_reward(est.mean, win_rate_nohint, scale=cfg.regret_scale, w_regret=cfg.blend_regret_weight, **band)
-    return regret_reward(est, uncertain_factor=cfg.uncertain_factor)
+    share, est = (seed_share if cfg.seed_test else 1.0), (None if hint_leaked else est)
+    if cfg.variant == 'regret': return None if est is None else regret_reward(est, uncertain_factor=cfg.uncertain_factor)
+    if share is None: return None
+    if cfg.variant == 'learnability': return learnability_reward(win_rate_nohint) * share
+    if cfg.variant == 'solve_rate': return solve_rate_reward(win_rate_nohint, cfg.plateau_lo, cfg.plateau_hi, cfg.plateau_ramp) * share
+    if cfg.variant == 'learning_progress': return None if learning_progress is None else learning_progress * share
+    parts = blend_parts(cfg, est, win_rate_nohint, learning_progress=learning_progress, seed_share=share)
+    if any(parts[k] is None for k in cfg.weights()): return None
+    return float(sum(w * parts[k] * (-1 if k == 'frontier_penalty' else 1) for k, w in cfg.weights().items()))
 
 # %% ../nbs/14_regret.ipynb #14450ef1
 def env_metrics(episodes, *, paired: bool = True, seed: int = 0, level: float = 0.9, n_boot: int = 2000,
@@ -230,3 +311,62 @@ def env_metrics(episodes, *, paired: bool = True, seed: int = 0, level: float = 
     return out
 
 def _mean(xs): return float(np.mean(xs)) if len(xs) else None
+
+# %% ../nbs/14_regret.ipynb #d4ddbfda
+@dataclass
+class WindowFigures:
+    "What one environment's plays over a window show (the no-hint arm unless said)."
+    plays: int  # every play, both arms
+    iterations: int  # iterations that played it
+    win_rate: float | None  # over the window
+    regret: RegretEstimate | None  # at matched timing: both arms at the first iteration, paired by seed
+    learning_progress: float | None  # end minus start of the per-iteration win rate, as fitted (None: one iteration)
+    seed_share: float | None  # share of the outcomes' variance within seeds (None: no seed played twice)
+
+def _matched_regret(eps, cfg: RewardConfig) -> RegretEstimate | None:
+    "Both arms of `eps` paired by seed, each seed's plays cut to the arm with fewer."
+    arms = {h: {} for h in (True, False)}
+    for e in sorted(eps, key=lambda e: (e.seed, e.play)): arms[bool(e.hint)].setdefault(e.seed, []).append(e.ret)
+    common = [s for s in arms[True] if s in arms[False]]
+    h, p, g = [], [], []
+    for s in common:
+        k = min(len(arms[True][s]), len(arms[False][s]))
+        h += arms[True][s][:k]; p += arms[False][s][:k]; g += [s] * k
+    return estimate_regret(h, p, groups=g, level=cfg.level, method=cfg.interval, n_boot=cfg.n_boot) if g else None
+
+def window_figures(cfg: RewardConfig, episodes, iterations: Sequence[int] | None = None) -> WindowFigures:
+    "`WindowFigures` of one environment's `episodes` (both arms), each played at `iterations` (None: all in one)."
+    its = np.zeros(len(episodes), dtype=int) if iterations is None else np.asarray(iterations, dtype=int)
+    if len(its) != len(episodes): raise ValueError(f'{len(its)} iterations for {len(episodes)} episodes')
+    plain = [(e, t) for e, t in zip(episodes, its) if not e.hint]
+    wins, at = np.array([float(e.win) for e, _ in plain]), np.array([t for _, t in plain], dtype=int)
+    first = int(its.min()) if len(its) else 0
+    return WindowFigures(len(episodes), len(set(its.tolist())), float(wins.mean()) if len(wins) else None,
+                         _matched_regret([e for e, t in zip(episodes, its) if t == first], cfg),
+                         learning_progress(wins, at) if len(wins) else None,
+                         within_seed_share(wins, [e.seed for e, _ in plain], at, level=cfg.seed_test_level) if len(wins) else None)
+
+# %% ../nbs/14_regret.ipynb #a4126626
+@dataclass
+class RewardParts:
+    "One environment's designer reward with what it rests on."
+    reward: float | None
+    figures: WindowFigures | None  # None: a failure's penalty needs none
+    components: dict[str, float | None] = field(default_factory=dict)  # the blend's, each over its nominal scale (before the weights)
+    masked: bool = False  # a played environment whose blend (or learning progress) is below 0: not trained
+
+def reward_parts(cfg: RewardConfig, episodes, iterations: Sequence[int] | None = None, *, failure: str | None = None,
+                 hint_leaked: bool = False) -> RewardParts:
+    "The reward of one environment from its window of `episodes` (`env_reward`), its figures, components and mask."
+    if failure is not None: return RewardParts(designer_reward(cfg, None, None, failure=failure), None)
+    f = window_figures(cfg, episodes, iterations)
+    if f.win_rate is None: return RewardParts(None, f)
+    share = f.seed_share if cfg.seed_test else 1.0
+    r = designer_reward(cfg, f.regret, f.win_rate, hint_leaked=hint_leaked, learning_progress=f.learning_progress, seed_share=share)
+    parts = blend_parts(cfg, None if hint_leaked else f.regret, f.win_rate, learning_progress=f.learning_progress, seed_share=share)
+    return RewardParts(r, f, parts, masked=r is not None and r < 0 and cfg.variant in ('blend', 'learning_progress'))
+
+def env_reward(cfg: RewardConfig, episodes, iterations: Sequence[int] | None = None, *, failure: str | None = None,
+               hint_leaked: bool = False) -> float | None:
+    "The designer's reward for one environment from its `episodes` (both arms, as `play` returns them; `iterations`: when each was played)."
+    return reward_parts(cfg, episodes, iterations, failure=failure, hint_leaked=hint_leaked).reward

@@ -26,7 +26,7 @@ from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, dup
 from .hints import HintConfig, write_hints
 from .llm import LLMConfig
 from .memory import EnvMemory, EnvRecord, structural_fingerprint
-from .regret import RewardConfig, designer_reward, env_metrics
+from .regret import BLEND_PARTS, RewardConfig, RewardParts, env_metrics, reward_parts
 from .rollout import EnvJob, RolloutConfig, RolloutResult, certify, play
 from .trainer import TrainerConfig
 
@@ -34,8 +34,9 @@ from .trainer import TrainerConfig
 __all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config',
            'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationMetrics', 'PendingDesign', 'DesignOutcome',
            'write_designs', 'admit_designs', 'repair_designs', 'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome',
-           'play_stage', 'episode_rows', 'score_stage', 'UpdateOutcome', 'agent_samples', 'update_stage',
-           'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale', 'SelfPlay', 'plot_run', 'Run']
+           'play_stage', 'episode_rows', 'score_stage', 'RewardOutcome', 'due_designs', 'window_reward', 'reward_stage',
+           'UpdateOutcome', 'agent_samples', 'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run',
+           'readmit_stale', 'choose_envs', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -48,7 +49,7 @@ class SelfPlayConfig(Config):
     designer_delays: dict[str, int] = field(default_factory=dict)  # skill -> its own delay (the reference: tool_use 8); others wait designer_delay
     replay_envs: int = 4  # environments replayed from the memory each iteration
     seeds_per_env: int = 2
-    plays: int = 1  # plays per seed and arm
+    plays: int = 2  # plays per seed and arm (the seed test, `reward.seed_test`, needs 2)
     eval_interval: int = 1
     eval_seeds: int = 4  # episodes per held-out environment (for reasoning-gym ones: instances 0..eval_seeds-1)
     heldout: list[str] = field(default_factory=lambda: ['CaesarEnv', 'LedgerEnv'] + [f'rg:{d}' for d in RG_DEFAULT])
@@ -93,6 +94,13 @@ class RunConfig(Config):
         if self.llm.backend != 'hf' and self.trainer.lora_r > self.llm.engine.max_lora_rank:
             raise ConfigError('llm.engine.max_lora_rank', f'{self.llm.engine.max_lora_rank} is below trainer.lora_r={self.trainer.lora_r}: '
                               f'the engine could not load the adapter')
+        r, sp = self.reward, self.selfplay
+        if r.seed_test and sp.plays < 2 and any(r.uses(k) for k in ('plateau', 'learnability', 'solve_rate', 'learning_progress')):
+            raise ConfigError('selfplay.plays', f'{sp.plays} play per seed cannot tell an environment whose seed decides the outcome from one the '
+                              f'agent wins half the time on every seed: reward.seed_test needs 2 or more (or set reward.seed_test=false)')
+        if r.uses('learning_progress') and min([sp.designer_delay, *sp.designer_delays.values()]) < 1:
+            raise ConfigError('selfplay.designer_delay', 'learning progress is measured over a design\'s window: it needs a delay of 1 or more '
+                              'for every skill (the window is the delay plus one iteration)')
 
 def presets_dir() -> Path:
     "Where the preset YAML files are: the repository's `configs/` (editable installs) or the packaged copy."
@@ -299,6 +307,13 @@ class IterationMetrics:
     grad_norm: float | None = None  # gradient norm before clipping
     agent_samples: int | None = None  # agent samples in the update
     designer_samples: int | None = None  # designer samples in the update
+    window_envs: int | None = None  # environments played for their design's window, without the hint (their first iteration played both arms)
+    designer_rewards: int | None = None  # admitted designs whose reward was computed this iteration, each from its window
+    designer_reward_plays: float | None = None  # mean plays (both arms) each of those rewards rests on
+    designer_masked: int | None = None  # those whose blend (or learning progress) came out below 0: left out of the designer update
+    designer_masked_share: float | None = None  # their share of the designs rewarded from plays
+    reward_components: dict | None = None  # each blend component's mean normalised magnitude over those designs, |component / its nominal scale|: to calibrate the scales
+    seed_share: float | None = None  # their mean share of outcome variance within seeds (near 0: the seed, not the agent, decides the outcome)
     adapter_version: int | None = None  # adapter version after the update
     tokens_design: int | None = None  # tokens generated designing
     tokens_hint: int | None = None  # tokens generated writing hints
@@ -337,12 +352,13 @@ def _progress(reason: str, details: str = '', code: str | None = None) -> float:
 
 @dataclass
 class PendingDesign:
-    "A designer sample (a first attempt) and its reward; None until its environment has been played."
+    "A designer sample (a first attempt) and its reward: an admitted design's is computed when its delay is up, from its window's plays."
     env_id: int | None  # the memory id of the admitted design; None if rejected
-    reward: float | None
+    reward: float | None  # a rejected design's penalty at once; an admitted one's when its window closes (None until then)
     sample: dict  # the fields of a `Sample` but the reward
     iteration: int = -1  # when it was designed (its delay counts from here)
     skill: str = ''  # its skill (whose delay it waits)
+    masked: bool = False  # its blend came out below 0: left out of the designer update
 
 @dataclass
 class DesignOutcome:
@@ -444,6 +460,7 @@ class HintOutcome:
     leaked: set[int] = field(default_factory=set)  # environments whose hint the auditor rejected
     tokens: int | None = None  # tokens generated writing hints (None: no environment to hint)
     rejected: int | None = None  # hints the auditor rejected
+    plain: set[int] = field(default_factory=set)  # environments played without a hint by design (their window's later iterations)
 
 def play_seeds(records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds) -> dict[int, list[int]]:
     "Each environment's seeds to play this iteration (the `play-seeds` stream)."
@@ -459,8 +476,8 @@ def _hint_inputs(env, hrng) -> tuple:
             set.intersection(*({*toks, *joined_numbers(toks)} for toks in map(normalize_tokens, first))), env.hint(instance=iid))
 
 # %% ../nbs/16_selfplay.ipynb #8e5099c6
-def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds) -> HintOutcome:
-    "In one worker per environment (closed afterwards; play opens another): certify its play seeds, read a solution, then write and audit the hints."
+def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds, plain=()) -> HintOutcome:
+    "In one worker per environment (closed afterwards; play opens another): certify its play seeds, read a solution, then write and audit the hints (none for `plain`)."
     if not records: return HintOutcome()
     from spade_nb.sandbox import SandboxedEnv, SandboxError
     rows, certified, hrng, todo = [], {}, seeds.numpy('hint-seeds'), play_seeds(records, cfg, seeds)
@@ -470,7 +487,7 @@ def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: See
         try:
             env = SandboxedEnv(r.code, limits)
             certified[i] = certify(env, todo[i])
-            rows.append((i, env.kind, *_hint_inputs(env, hrng)))
+            if i not in plain: rows.append((i, env.kind, *_hint_inputs(env, hrng)))
         except SandboxError: certified.pop(i, None)  # play certifies it in a worker of its own, and finds out why
         finally:
             if env is not None: env.close()
@@ -478,7 +495,8 @@ def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: See
     hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline, seed=seeds.int_seed('hints') % 2**31,
                      common_actions=commons, common_tokens=shared)
     return HintOutcome({i: h.text for i, h in zip(ids, hs) if h.ok}, certified, {i for i, h in zip(ids, hs) if not h.ok},
-                       tokens=sum(len(h.completion.token_ids) for h in hs if h.completion is not None), rejected=sum(not h.ok for h in hs))
+                       tokens=sum(len(h.completion.token_ids) for h in hs if h.completion is not None), rejected=sum(not h.ok for h in hs),
+                       plain={i for i in plain if i in records})
 
 # %% ../nbs/16_selfplay.ipynb #b91c5487
 @dataclass
@@ -511,28 +529,68 @@ def _note(env_id: str, res: RolloutResult, hinted: HintOutcome) -> str | None:
     "Why this iteration measured no regret for an environment (None: it did)."
     if env_id in res.failures: return f'failed: {res.failures[env_id]}'
     if int(env_id) in hinted.leaked: return 'hint leaked'
+    if int(env_id) in hinted.plain: return 'window: played without the hint'
     return None if int(env_id) in hinted.hints else 'no hint'
 
-def score_stage(memory: EnvMemory, played: PlayOutcome, designed: DesignOutcome | None, hinted: HintOutcome, cfg: RunConfig,
-                it: int, seeds: Seeds) -> dict[str, dict]:
-    "Per-environment metrics (`env_metrics`) of the environments that played cleanly; writes scores (or why there are none) to `memory`, takes out of it environments a replay caught, and sets the rewards of `designed.pending` (side effects)."
+def score_stage(memory: EnvMemory, played: PlayOutcome, hinted: HintOutcome, cfg: RunConfig, it: int, seeds: Seeds) -> dict[str, dict]:
+    "Per-environment metrics (`env_metrics`) of the environments that played cleanly; writes their scores (or why there are none) and plays to `memory`, and takes out of it environments a replay caught (side effects)."
     res = played.result
     caught = {k for k, v in res.failures.items() if v == 'replay'}  # behaved otherwise in play than where it was examined
     for env_id in sorted(caught): memory.reject(int(env_id), 'replay', res.mismatches.get(env_id, ''), it)
-    per_env = env_metrics([e for e in res.episodes if e.env_id not in res.failures], seed=seeds.int_seed('bootstrap') % 2**31,
-                          level=cfg.reward.level, n_boot=cfg.reward.n_boot, method=cfg.reward.interval)
+    clean = [e for e in res.episodes if e.env_id not in res.failures]
+    per_env = env_metrics(clean, seed=seeds.int_seed('bootstrap') % 2**31, level=cfg.reward.level, n_boot=cfg.reward.n_boot,
+                          method=cfg.reward.interval)
     for env_id in dict.fromkeys(e.env_id for e in res.episodes):
-        if env_id in caught: continue
         em, n = per_env.get(env_id, {}), sum(e.env_id == env_id for e in res.episodes)
         memory.update_scores(int(env_id), iteration=it, plays=n, note=_note(env_id, res, hinted),
                              **{k: em.get(k) for k in ('regret', 'regret_lo', 'regret_hi', 'win_rate_hint', 'win_rate_nohint')})
-    for d in designed.pending if designed else []:
-        if d.env_id is None or d.reward is not None: continue
-        if str(d.env_id) in caught: d.reward = cfg.reward.inadmissible; continue  # a cheat caught late earns what a rejected design does
-        em = per_env.get(str(d.env_id))
-        d.reward = designer_reward(cfg.reward, em.get('estimate') if em else None, em['win_rate_nohint'] if em else None,
-                                   failure=res.failures.get(str(d.env_id)), hint_leaked=d.env_id in hinted.leaked)
+        if env_id not in res.failures: memory.record_plays(int(env_id), it, [e for e in clean if e.env_id == env_id])
     return per_env
+
+# %% ../nbs/16_selfplay.ipynb #7be2308e
+@dataclass
+class RewardOutcome:
+    "The designer rewards computed this iteration, each from its design's window."
+    rows: list[dict] = field(default_factory=list)  # one per design (the `rewards` transcript)
+    components: dict[str, float] = field(default_factory=dict)  # each blend component's mean normalised magnitude
+    plays: float | None = None  # mean plays (both arms) a reward rests on
+    masked: int = 0  # rewards below 0 of played environments (left out of the update)
+    seed_share: float | None = None  # mean seed share
+
+def due_designs(pending: list[PendingDesign], cfg: RunConfig, it: int) -> list[PendingDesign]:
+    "The designs whose skill's delay is up at iteration `it`."
+    sp = cfg.selfplay
+    return [d for d in pending if it - d.iteration >= sp.designer_delays.get(d.skill, sp.designer_delay)]
+
+def window_reward(memory: EnvMemory, d: PendingDesign, cfg: RunConfig, it: int) -> RewardParts:
+    "The reward of design `d` from its environment's plays and notes in the memory, iterations `d.iteration` to `it`."
+    hist = [h for h in memory.history(d.env_id) if d.iteration <= h['iteration'] <= it]
+    failure = next((h['note'][len('failed: '):] for h in hist if (h['note'] or '').startswith('failed: ')), None)
+    if failure == 'replay': return RewardParts(cfg.reward.inadmissible, None)  # a cheat caught late earns what a rejected design does
+    leaked = any(h['iteration'] == d.iteration and h['note'] == 'hint leaked' for h in hist)
+    plays = memory.plays(d.env_id, since=d.iteration, until=it)
+    return reward_parts(cfg.reward, plays, [p.iteration for p in plays], failure=failure, hint_leaked=leaked)
+
+# %% ../nbs/16_selfplay.ipynb #ac458583
+def _row(d: PendingDesign, p: RewardParts, it: int) -> dict:
+    f = p.figures
+    return {'design': d.sample.get('episode_id'), 'env_id': d.env_id, 'skill': d.skill, 'designed_at': d.iteration, 'trained_at': it,
+            'reward': p.reward, 'masked': p.masked, 'plays': f.plays if f else None, 'iterations': f.iterations if f else None,
+            'win_rate': f.win_rate if f else None, 'regret': f.regret.mean if f and f.regret else None,
+            'learning_progress': f.learning_progress if f else None, 'seed_share': f.seed_share if f else None, 'components': p.components}
+
+def reward_stage(memory: EnvMemory, due: list[PendingDesign], cfg: RunConfig, it: int) -> RewardOutcome:
+    "Set the reward (and mask) of each `due` admitted design from its window (side effect on `due`); the rows and their means."
+    rows = []
+    for d in due:
+        if d.env_id is None or d.reward is not None: continue
+        p = window_reward(memory, d, cfg, it)
+        d.reward, d.masked = p.reward, p.masked
+        rows.append(_row(d, p, it))
+    played = [r for r in rows if r['plays'] is not None]
+    comps = {k: float(np.mean(xs)) for k in BLEND_PARTS if (xs := [abs(r['components'][k]) for r in played if r['components'].get(k) is not None])}
+    mean = lambda k: float(np.mean(xs)) if (xs := [r[k] for r in played if r[k] is not None]) else None
+    return RewardOutcome(rows, comps, mean('plays'), sum(r['masked'] for r in rows), mean('seed_share'))
 
 # %% ../nbs/16_selfplay.ipynb #8367e464
 @dataclass
@@ -555,11 +613,12 @@ def update_stage(trainer, policy, played: PlayOutcome, designed: DesignOutcome |
                  cfg: RunConfig, it: int) -> UpdateOutcome:
     "Train on this iteration's agent samples and the buffered designer samples whose delay is up (with their staleness: the trainer corrects for it)."
     sp, res = cfg.selfplay, played.result
-    buffer = buffer + [d for d in (designed.pending if designed else []) if d.reward is not None]
+    buffer = buffer + (designed.pending if designed else [])
     agent = [s for e in res.episodes if (not e.hint or cfg.rollout.train_on_hinted) and e.env_id not in res.failures
              for s in agent_samples(e, sp.format_bonus)]
-    due = [d for d in buffer if it - d.iteration >= sp.designer_delays.get(d.skill, sp.designer_delay)]  # each waits its skill's delay
-    designer = [Sample(**{**d.sample, 'reward': d.reward, 'staleness': max(0, it - d.iteration)}) for d in due] if sp.train_designer else []
+    due = due_designs(buffer, cfg, it)  # each waits its skill's delay
+    designer = [Sample(**{**d.sample, 'reward': d.reward, 'staleness': max(0, it - d.iteration)}) for d in due
+                if d.reward is not None and not d.masked] if sp.train_designer else []
     buffer = [d for d in buffer if d not in due] if sp.train_designer else []
     with getattr(policy, 'offloaded', contextlib.nullcontext)():  # an engine on the same GPU sleeps while the trainer runs (optional in a backend)
         tm = trainer.train_step(agent + designer)
@@ -584,9 +643,14 @@ def memory_diversity(memory: EnvMemory, *, sample: int = 256) -> dict:
             'memory_near_duplicate_share': sum(r.near_duplicate_of is not None for r in live) / max(1, len(live))}
 
 def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, played: PlayOutcome, per_env: dict[str, dict],
-              skills: dict[int, str], updated: UpdateOutcome, evaluation: Evaluation, memory: dict, seconds: dict) -> IterationMetrics:
-    "The metric row: `skills` maps played environment ids to their skill, `memory` is `memory_diversity` plus `memory_size`, `seconds` the stage times."
+              skills: dict[int, str], updated: UpdateOutcome, evaluation: Evaluation, memory: dict, seconds: dict,
+              rewarded: RewardOutcome | None = None) -> IterationMetrics:
+    "The metric row: `skills` maps played environment ids to their skill, `memory` is `memory_diversity` plus `memory_size`, `seconds` the stage times, `rewarded` what `reward_stage` computed."
     m = IterationMetrics(it, tokens_hint=hinted.tokens, hints_rejected=hinted.rejected, tokens_play=played.tokens, **memory)
+    m.window_envs, rw = len(hinted.plain), rewarded or RewardOutcome()
+    from_plays = sum(r['plays'] is not None for r in rw.rows)
+    m.designer_rewards, m.designer_reward_plays, m.designer_masked, m.seed_share = len(rw.rows), rw.plays, rw.masked, rw.seed_share
+    m.designer_masked_share, m.reward_components = (rw.masked / from_plays if from_plays else None), rw.components
     m.replay_dropped = sum(v == 'replay' for v in played.result.failures.values())
     if designed is not None:
         for k, v in designed.counts.items(): setattr(m, k, v)
@@ -680,6 +744,14 @@ class _StageBar:
 
     def close(self): self.bar.close()
 
+# %% ../nbs/16_selfplay.ipynb #e7f5b516
+def choose_envs(memory: EnvMemory, new: list[int], window: list[int], cfg: RunConfig, it: int, seeds: Seeds) -> dict[int, EnvRecord]:
+    "This iteration's environments: the `new` designs, those in their `window`, and `replay_envs` others drawn from the memory."
+    sp = cfg.selfplay
+    replay = memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False,  # older environments only
+                                  exclude=[*new, *window]) if sp.replay_envs else []
+    return {i: memory.get(i) for i in dict.fromkeys([*new, *window, *replay])}
+
 # %% ../nbs/16_selfplay.ipynb #a327be2e
 class SelfPlay:
     "A self-play run in `run_dir`: `run()` to go, `SelfPlay.resume(run_dir)` to continue after a crash or a kill."
@@ -719,7 +791,7 @@ class SelfPlay:
         return rows
 
     def iteration(self, it: int) -> dict:
-        "One iteration: design, admit, choose, hint, play, score, update, evaluate, summarise, checkpoint."
+        "One iteration: design, admit, choose, hint, play, score, reward the designs whose window closes, update, evaluate, summarise, checkpoint."
         cfg, sp, seeds, parts, rd = self.cfg, self.cfg.selfplay, self.seeds.child(f'iteration-{it}'), self.parts, self.run_dir
         stage, secs, designed = _StageBar(it, self.progress), {}, None
         try:
@@ -728,20 +800,15 @@ class SelfPlay:
                 drafts = write_designs(self.policy, self.memory, parts.corpus, cfg, seeds); secs['design'] = stage.lap()
                 stage('admit', f'{len(drafts)} designs')
                 designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds, policy=self.policy); secs['admit'] = stage.lap()
-            replay = self.memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False,  # older environments only
-                                               exclude=designed.new_envs if designed else []) if sp.replay_envs else []
-            records = {i: self.memory.get(i) for i in dict.fromkeys((designed.new_envs if designed else []) + replay)}
-            stage('hints', f'{len(records)} environments'); stage.lap()
-            hinted = hint_stage(self.policy, records, cfg, seeds); secs['hints'] = stage.lap()
-            stage('play', f'{sum(sp.seeds_per_env * sp.plays * (2 if i in hinted.hints else 1) for i in records)} episodes')
-            played = play_stage(self.policy, records, hinted, cfg, seeds); secs['play'] = stage.lap()
-            rd.transcripts(it, 'episodes', episode_rows(played, self.policy))
-            per_env = score_stage(self.memory, played, designed, hinted, cfg, it, seeds)
-            if designed:  # each first attempt's transcript row carries the reward its sample got
+            records, hinted, played, per_env = self._play(it, designed, seeds, stage, secs)
+            pending = self.buffer + (designed.pending if designed else [])
+            rewarded = reward_stage(self.memory, due_designs(pending, cfg, it), cfg, it)  # the designs whose window closes now
+            rd.transcripts(it, 'rewards', rewarded.rows)
+            if designed:  # each first attempt's transcript row carries its reward (an admitted design's once its window closed)
                 for r in designed.rows: r['reward'] = designed.pending[r['pending']].reward if r['pending'] is not None else None
                 rd.transcripts(it, 'designs', designed.rows); rd.transcripts(it, 'rejected', [r for r in designed.rows if r['env_id'] is None])
             stage('train'); stage.lap()
-            updated = update_stage(self.trainer, self.policy, played, designed, self.buffer, cfg, it); secs['train'] = stage.lap()
+            updated = update_stage(self.trainer, self.policy, played, None, pending, cfg, it); secs['train'] = stage.lap()
             self.buffer, evaluation = updated.buffer, Evaluation()
             if it % sp.eval_interval == 0 and self.heldout:
                 stage('eval', f'{len(self.heldout)} held-out environments')
@@ -749,13 +816,25 @@ class SelfPlay:
                                               rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed('eval') % 2**31)
             secs['eval'], secs['total'] = stage.lap(), time.perf_counter() - stage.start
             row = asdict(summarise(it, designed, hinted, played, per_env, {i: r.skill for i, r in records.items()}, updated, evaluation,
-                                   {**memory_diversity(self.memory), 'memory_size': len(self.memory)}, secs))
+                                   {**memory_diversity(self.memory), 'memory_size': len(self.memory)}, secs, rewarded))
             stage('checkpoint')
             rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log)
         finally: stage.close()
         self.log(f"iteration {it}: admitted {row['admitted']}, regret {_fmt(row['regret_mean'])}, win rate {_fmt(row['win_rate_nohint'])}, "
                  f"held-out {_fmt(row['win_rate_heldout'])}, losses {_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
         return row
+
+    def _play(self, it: int, designed: DesignOutcome | None, seeds: Seeds, stage, secs: dict) -> tuple:
+        "Choose, hint, play and score this iteration's environments: (records, hinted, played, per-environment metrics)."
+        cfg, sp = self.cfg, self.cfg.selfplay
+        window = self.memory.live([d.env_id for d in self.buffer if d.env_id is not None and d.reward is None])  # designs in their window
+        records = choose_envs(self.memory, designed.new_envs if designed else [], window, cfg, it, seeds)
+        stage('hints', f'{len(records)} environments'); stage.lap()
+        hinted = hint_stage(self.policy, records, cfg, seeds, plain=set(window)); secs['hints'] = stage.lap()
+        stage('play', f'{sum(sp.seeds_per_env * sp.plays * (2 if i in hinted.hints else 1) for i in records)} episodes')
+        played = play_stage(self.policy, records, hinted, cfg, seeds); secs['play'] = stage.lap()
+        self.run_dir.transcripts(it, 'episodes', episode_rows(played, self.policy))
+        return records, hinted, played, score_stage(self.memory, played, hinted, cfg, it, seeds)
 
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
 
