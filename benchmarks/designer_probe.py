@@ -21,7 +21,7 @@ from pathlib import Path
 from spade_nb.core import Seeds
 from spade_nb.heldout import wilson
 from spade_nb.selfplay import _jsonl_append as _append  # the run directory's own JSONL writer
-from spade_nb.selfplay import RunDir, admit_designs, episode_rows, hint_stage, load_config, open_run, play_stage, score_stage, write_designs
+from spade_nb.selfplay import RunDir, admit_designs, episode_rows, hint_stage, load_config, open_run, play_stage, reward_stage, score_stage, write_designs
 
 
 def main():
@@ -63,7 +63,8 @@ def main():
         records = {i: parts.memory.get(i) for i in designed.new_envs}
         hinted = hint_stage(parts.policy, records, c, seeds)
         played = play_stage(parts.policy, records, hinted, c, seeds)
-        per_env = score_stage(parts.memory, played, designed, hinted, c, k, seeds)
+        per_env = score_stage(parts.memory, played, hinted, c, k, seeds)
+        reward_stage(parts.memory, [d for d in designed.pending if d.env_id is not None], c, k)  # the probe's window: the round itself
         secs += time.perf_counter() - t; tokens += designed.tokens
         for r in designed.rows: r['reward'] = designed.pending[r['pending']].reward if r['pending'] is not None else None
         for i in designed.new_envs:

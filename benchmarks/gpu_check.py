@@ -38,7 +38,7 @@ TINY_MOE = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096)
 # the scaled-down run: only counts and lengths change (as in tests/test_presets.py)
 SCALE_DOWN = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.seeds_per_env=1',
-              'selfplay.plays=1', 'selfplay.eval_seeds=1', 'selfplay.heldout_instances=4', 'selfplay.designer_delay=0',
+              'selfplay.plays=1', 'reward.seed_test=false', 'selfplay.eval_seeds=1', 'selfplay.heldout_instances=4', 'selfplay.designer_delay=0',
               'designer.max_new_tokens=64', 'designer.document_tokens=256', 'hints.max_new_tokens=16', 'rollout.max_turns=2',
               'rollout.max_new_tokens=32', 'llm.max_context=8192', 'trainer.micro_batch_tokens=8192', 'trainer.max_seq_len=8192']
 

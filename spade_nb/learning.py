@@ -160,8 +160,8 @@ def learning_config(iterations: int = 10, overrides=()):
     "The run's config: `tiny-cpu` sized for the check (see the prose above); `overrides` on top."
     from spade_nb.selfplay import load_config
     return load_config('tiny-cpu', overrides=[
-        f'selfplay.iterations={iterations}', 'selfplay.designs_per_iteration=4', 'selfplay.replay_envs=0', 'selfplay.seeds_per_env=8',
-        'selfplay.plays=1', 'selfplay.heldout=[]', 'selfplay.designer_delay=2', 'selfplay.use_corpus=false', 'selfplay.format_bonus=0',
+        f'selfplay.iterations={iterations}', 'selfplay.designs_per_iteration=4', 'selfplay.replay_envs=0', 'selfplay.seeds_per_env=4',
+        'selfplay.plays=2', 'selfplay.heldout=[]', 'selfplay.designer_delay=2', 'selfplay.use_corpus=false', 'selfplay.format_bonus=0',
         'selfplay.progress_bonus=0', 'designer.max_new_tokens=16', 'designer.n_positive=0', 'designer.n_negative=0', 'designer.edit_share=0',
         'designer.skills=[reasoning_game]', 'designer.temperature=1.0', 'hints.source=inline', 'rollout.max_turns=1',
         'rollout.max_new_tokens=8', 'rollout.demonstrations=0', 'rollout.audit=0', 'llm.max_context=1024', 'trainer.lr=3e-3',

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['DIFFICULTIES', 'VARIANTS', 'p_win', 'true_regret', 'ladder_env', 'ladder_difficulty', 'SimulatedAgent', 'simulate',
-           'variant_max', 'ground_truth']
+__all__ = ['DIFFICULTIES', 'VARIANTS', 'WINDOW_DIFFICULTIES', 'p_win', 'true_regret', 'ladder_env', 'ladder_difficulty',
+           'split_env', 'SimulatedAgent', 'simulate', 'variant_configs', 'simulate_window', 'variant_max',
+           'ground_truth']
 
 # %% ../nbs/16b_ground_truth.ipynb #74c8753c
 DIFFICULTIES = tuple(range(10))
@@ -51,8 +52,29 @@ def ladder_env(difficulty: int, version: int = 0) -> str:
 
 def ladder_difficulty(code: str) -> int: return code.count('self.level += 1')
 
+_SPLIT = '''
+class Split{v}Env(TextEnv):
+    """Add three numbers. The seed decides the outcome: round {v} of the ground-truth simulation."""
+    max_turns = 1
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+{rounds}        self.gate = "Free" if self.np_random.integers(2) else "Locked"
+        self.numbers = [int(x) for x in self.np_random.integers(1, 10, 3)]
+        return (self.gate + " (round {v}). Reply with the sum of " + ", ".join(str(n) for n in self.numbers) + "."), {{}}
+    def step(self, action):
+        right = action.strip() == str(sum(self.numbers))
+        return ("Right." if right else "Wrong."), float(right), True, False, {{}}
+    def solution(self):
+        return [str(sum(self.numbers))]
+'''
+
+def split_env(version: int = 0) -> str:
+    "A seed-split environment's source: the seed makes it Free (the agent always wins) or Locked (it always loses), hint or not."
+    return _SPLIT.format(v=version, rounds='        self.round = 0\n' * version)
+
 # %% ../nbs/16b_ground_truth.ipynb #ea4b842d
 _OBS = re.compile(r'Difficulty (\**) \(round \d+\)\. Reply with the sum of ([\d, ]+)\.')
+_GATE = re.compile(r'(Free|Locked) \(round \d+\)\. Reply with the sum of ([\d, ]+)\.')
 
 @dataclass
 class SimulatedAgent:
@@ -68,6 +90,9 @@ class SimulatedAgent:
             code = self.plan[self.written % len(self.plan)]; self.written += 1
             return f'```python\n{code}\n```'
         if 'privileged hint' in text: return 'Add the numbers one at a time, then check the total.'
+        if g := _GATE.search(text):  # a split environment: the seed decides, whatever the agent does
+            total = sum(int(x) for x in g.group(2).split(','))
+            return f'\\boxed{{{total if g.group(1) == "Free" else total + 1}}}'
         m = _OBS.search(text)
         if not m: return '\\boxed{0}'  # an environment of another family (a replayed seed environment)
         d, total = len(m.group(1)), sum(int(x) for x in m.group(2).split(','))
@@ -75,49 +100,92 @@ class SimulatedAgent:
         return f'\\boxed{{{total if win else total + 1}}}'
 
 # %% ../nbs/16b_ground_truth.ipynb #8ad29eb4
-def simulate(run_dir: str | Path, skills=(2.0, 4.0, 6.0), *, seeds_per_env: int = 4, plays: int = 2, overrides=(), seed: int = 0) -> dict:
-    "Run the loop with a `SimulatedAgent` whose skill is `skills[it]` at iteration `it`: its per-ladder rows, copies and replays."
-    from spade_nb.selfplay import Run, SelfPlay, load_config
-    from spade_nb.testing import scripted_policy
-    agent = SimulatedAgent(seed=seed)
-    cfg = load_config('tiny-cpu', overrides=[
-        f'selfplay.iterations={len(skills)}', f'selfplay.designs_per_iteration={len(DIFFICULTIES) + 1}', 'selfplay.replay_envs=2',
+def _sim_config(designs: int, iterations: int, seeds_per_env: int, plays: int, overrides=()):
+    "`tiny-cpu` for a scripted simulation: `designs` ladders an iteration, no held-out set, no shaping, nothing shown to the designer."
+    from spade_nb.selfplay import load_config
+    return load_config('tiny-cpu', overrides=[
+        f'selfplay.iterations={iterations}', f'selfplay.designs_per_iteration={designs}', 'selfplay.replay_envs=2',
         f'selfplay.seeds_per_env={seeds_per_env}', f'selfplay.plays={plays}', 'selfplay.heldout=[]', 'selfplay.designer_delay=0',
         'selfplay.use_corpus=false', 'selfplay.format_bonus=0', 'selfplay.progress_bonus=0', 'designer.max_new_tokens=1024',
         'designer.n_positive=0', 'designer.n_negative=0', 'designer.edit_share=0', 'designer.skills=[reasoning_game]',
         'hints.source=self', 'hints.max_new_tokens=24', 'rollout.max_turns=1', 'rollout.max_new_tokens=8', 'rollout.demonstrations=0',
         'llm.max_context=2048', *overrides])
+
+def simulate(run_dir: str | Path, skills=(2.0, 4.0, 6.0), *, seeds_per_env: int = 4, plays: int = 2, overrides=(), seed: int = 0) -> dict:
+    "Run the loop with a `SimulatedAgent` whose skill is `skills[it]` at iteration `it`: its per-ladder rows, the split environments', copies and replays."
+    from spade_nb.selfplay import Run, SelfPlay
+    from spade_nb.testing import scripted_policy
+    agent = SimulatedAgent(seed=seed)
+    cfg = _sim_config(len(DIFFICULTIES) + 2, len(skills), seeds_per_env, plays, overrides)
     sp = SelfPlay.start(cfg, run_dir, policy=scripted_policy(agent, max_context=2048), log=lambda *a: None, progress=False)
     for it, skill in enumerate(skills):
         agent.skill = skill
-        agent.plan = [ladder_env(d, it) for d in DIFFICULTIES] + [ladder_env(DIFFICULTIES[5] if it == 0 else DIFFICULTIES[it], 0)]
+        agent.plan = [ladder_env(d, it) for d in DIFFICULTIES] + [split_env(it), ladder_env(DIFFICULTIES[5] if it == 0 else DIFFICULTIES[it], 0)]
         sp.iteration(it)
     return _read_back(Run.load(run_dir), cfg, skills)
 
 # %% ../nbs/16b_ground_truth.ipynb #a789b6c1
+def variant_configs(cfg, window: bool = False) -> dict:
+    "The reward configs the checks compare, by name: each variant (and, over a window, learning progress and the reference's blend)."
+    out = {v: cfg.reward.replace(variant=v) for v in VARIANTS}
+    if window: out.update(learning_progress=cfg.reward.replace(variant='learning_progress'),
+                          reference=cfg.reward.replace(variant='blend', blend={'regret': 0.5, 'learning_progress': 0.5}))
+    return {**out, 'blend_without_seed_test': cfg.reward.replace(variant='blend', seed_test=False)}  # what the seed test takes away
+
+def _variant_rewards(run, cfg, env_id: int, since: int, until: int, window: bool = False) -> dict:
+    "Each variant's reward of one environment from the plays the memory kept of iterations `since`..`until` (`env_reward`)."
+    from spade_nb.regret import env_reward
+    plays = run.memory.plays(env_id, since=since, until=until)
+    leaked = any(h['iteration'] == since and h['note'] == 'hint leaked' for h in run.memory.history(env_id))
+    return {v: env_reward(c, plays, [p.iteration for p in plays], hint_leaked=leaked) for v, c in variant_configs(cfg, window).items()}
+
 def _read_back(run, cfg, skills) -> dict:
-    "Per new ladder: difficulty, skill, the loop's interval and reward, every variant's reward from the loop's scores; copies; replays."
-    from spade_nb.regret import RegretEstimate, designer_reward
-    rows, copies, replayed = [], [], {}
+    "Per new ladder: difficulty, skill, the loop's interval and reward, every variant's reward from the loop's plays; the split environments; copies; replays."
+    rows, split, copies, replayed = [], [], [], {}
     for it, skill in enumerate(skills):
         news = []
         for r in run.transcripts(it, 'designs'):
             d = ladder_difficulty(r['code'] or '')
             if r['reason'] == 'duplicate': copies.append({'iteration': it, 'difficulty': d, 'of': r['env_id'], 'reward': r['reward']}); continue
-            if r['reason'] != 'ok': raise AssertionError(f"ladder {d} of round {it} was not admitted: {r['reason']} {r['details']}")
+            if r['reason'] != 'ok': raise AssertionError(f"design {r['design']} of round {it} was not admitted: {r['reason']} {r['details']}")
             h = next(x for x in run.memory.history(r['env_id']) if x['iteration'] == it)
-            est = RegretEstimate(h['regret'], h['regret_lo'], h['regret_hi'], 0) if h['regret'] is not None else None
-            rows.append({'iteration': it, 'skill': skill, 'difficulty': d, 'env_id': r['env_id'], 'true_regret': true_regret(d, skill),
-                         'regret': h['regret'], 'lo': h['regret_lo'], 'hi': h['regret_hi'], 'win_rate_nohint': h['win_rate_nohint'],
-                         'reward': r['reward'], 'rewards': {v: designer_reward(cfg.reward.replace(variant=v), est, h['win_rate_nohint']) for v in VARIANTS}})
+            row = {'iteration': it, 'skill': skill, 'env_id': r['env_id'], 'regret': h['regret'], 'lo': h['regret_lo'], 'hi': h['regret_hi'],
+                   'win_rate_nohint': h['win_rate_nohint'], 'reward': r['reward'], 'rewards': _variant_rewards(run, cfg, r['env_id'], it, it)}
+            if 'class Split' in r['code']: split.append(row)
+            else: rows.append({**row, 'difficulty': d, 'true_regret': true_regret(d, skill)})
             news.append(r['env_id'])
         played = {e['env_id'] for e in _scored(run, it)}
         replayed[it] = sorted(played - set(news))
-    return {'rows': rows, 'copies': copies, 'replayed': replayed, 'first_ids': {it: min(r['env_id'] for r in rows if r['iteration'] == it) for it in range(len(skills))}}
+    return {'rows': rows, 'split': split, 'copies': copies, 'replayed': replayed,
+            'first_ids': {it: min(r['env_id'] for r in rows if r['iteration'] == it) for it in range(len(skills))}}
 
 def _scored(run, it: int) -> list[dict]:
     "The environments the memory scored at iteration `it`."
     return [{'env_id': r.id} for r in run.memory.records(include_evicted=True) if any(h['iteration'] == it for h in run.memory.history(r.id))]
+
+# %% ../nbs/16b_ground_truth.ipynb #8a3b62af
+WINDOW_DIFFICULTIES = (0, 3, 9)  # over skills 2, 3, 4: always won, learnt within the window, never won
+
+def simulate_window(run_dir: str | Path, skills=(2.0, 3.0, 4.0), *, seeds_per_env: int = 4, plays: int = 2, overrides=(), seed: int = 0) -> dict:
+    "One generation (ladders of `WINDOW_DIFFICULTIES` and a split environment) played over its window, delay len(skills) - 1, as the skill rises: each design's reward as the loop trained it, every variant's from the window, the blend from its first iteration alone."
+    from spade_nb.selfplay import Run, SelfPlay
+    from spade_nb.testing import scripted_policy
+    agent, n = SimulatedAgent(seed=seed, plan=[ladder_env(d) for d in WINDOW_DIFFICULTIES] + [split_env()]), len(skills)
+    cfg = _sim_config(len(agent.plan), n, seeds_per_env, plays,
+                      [f'selfplay.regen_interval={n}', f'selfplay.designer_delay={n - 1}', 'selfplay.replay_envs=0', *overrides])
+    sp = SelfPlay.start(cfg, run_dir, policy=scripted_policy(agent, max_context=2048), log=lambda *a: None, progress=False)
+    for it, skill in enumerate(skills):
+        agent.skill = skill
+        sp.iteration(it)
+    run = Run.load(run_dir)
+    trained, rows = {r['env_id']: r for r in run.transcripts(n - 1, 'rewards')}, []
+    for r in run.transcripts(0, 'designs'):
+        if r['reason'] != 'ok': raise AssertionError(f"design {r['design']} was not admitted: {r['reason']} {r['details']}")
+        rows.append({'name': 'split' if 'class Split' in r['code'] else f"ladder {ladder_difficulty(r['code'])}", 'env_id': r['env_id'],
+                     'trained': trained.get(r['env_id']), 'rewards': _variant_rewards(run, cfg, r['env_id'], 0, n - 1, window=True),
+                     'first_only': _variant_rewards(run, cfg, r['env_id'], 0, 0)['blend'],
+                     'win_rates': [h['win_rate_nohint'] for h in run.memory.history(r['env_id'])]})
+    return {'rows': {r['name']: r for r in rows}, 'metrics': run.metrics}
 
 # %% ../nbs/16b_ground_truth.ipynb #73af4930
 def variant_max(variant: str, skill: float) -> float:
@@ -125,7 +193,7 @@ def variant_max(variant: str, skill: float) -> float:
     return {'blend': 1.0, 'solve_rate': 1.0, 'learnability': 0.25}.get(variant) or max(true_regret(d, skill) for d in DIFFICULTIES)
 
 def ground_truth(result: dict) -> dict:
-    "The figures the checks read: per variant and skill the frontier's margin over trivial and impossible ladders (in units of the variant's maximum), the intervals' coverage, the best difficulty per skill."
+    "The figures the checks read: per variant and skill the frontier's margin over trivial and impossible ladders (in units of the variant's maximum), the split environment's reward over the trivial ladder's, the intervals' coverage, the best difficulty per skill."
     rows, out = result['rows'], {'margins': {}, 'best': {}}
     for v in VARIANTS:
         for s in sorted({r['skill'] for r in rows}):
@@ -133,6 +201,8 @@ def ground_truth(result: dict) -> dict:
             frontier = max(x for d, x in by_d.items() if round(s) <= d <= round(s) + 1 and x is not None)
             out['margins'][(v, s)] = (frontier - max(by_d[min(DIFFICULTIES)] or 0.0, by_d[max(DIFFICULTIES)] or 0.0)) / variant_max(v, s)
             out['best'][(v, s)] = max((d for d in by_d if by_d[d] is not None), key=lambda d: by_d[d])
+    out['split_excess'] = {(v, x['skill']): (x['rewards'][v] or 0.0) - (trivial or 0.0) for x in result['split'] for v in VARIANTS
+                           for trivial in [next(r['rewards'][v] for r in rows if r['skill'] == x['skill'] and r['difficulty'] == min(DIFFICULTIES))]}
     scored = [r for r in rows if r['lo'] is not None]
     out['coverage'] = float(np.mean([r['lo'] - 1e-9 <= r['true_regret'] <= r['hi'] + 1e-9 for r in scored]))
     out['intervals'] = len(scored)

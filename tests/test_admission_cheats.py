@@ -415,7 +415,7 @@ def test_the_loop_takes_a_caught_environment_out_of_the_memory(tmp_path):
     import numpy as np
     from spade_nb.core import Seeds
     from spade_nb.memory import EnvMemory
-    from spade_nb.selfplay import DesignOutcome, PendingDesign, hint_stage, load_config, play_stage, score_stage
+    from spade_nb.selfplay import PendingDesign, hint_stage, load_config, play_stage, reward_stage, score_stage
     cfg = load_config('tiny-cpu', overrides=['selfplay.seeds_per_env=4', 'selfplay.plays=2', 'rollout.max_turns=2', 'rollout.audit=0',
                                              'rollout.demonstrations=0', 'rollout.max_new_tokens=8', 'hints.source=inline'])
     cfg.admission = FAST
@@ -428,12 +428,13 @@ def test_the_loop_takes_a_caught_environment_out_of_the_memory(tmp_path):
     hinted = hint_stage(_wrong(), records, cfg, seeds)
     played = play_stage(_wrong(), records, hinted, cfg, seeds)
     assert played.result.failures == {str(ids[1]): 'replay'}, played.result.mismatches
-    designed = DesignOutcome(ids, [PendingDesign(i, None, {}) for i in ids], [], {})
-    per_env = score_stage(mem, played, designed, hinted, cfg, 1, seeds)
+    pending = [PendingDesign(i, None, {}, iteration=1) for i in ids]
+    per_env = score_stage(mem, played, hinted, cfg, 1, seeds)
     assert sorted(per_env) == [str(ids[0])] and [r.id for r in mem.records()] == [ids[0]]
     rej = mem.rejected()[-1]
     assert (rej['reason'], rej['code'], rej['iteration']) == ('replay', crowd, 1) and 'recorded' in rej['details']
-    assert designed.pending[1].reward == cfg.reward.inadmissible and designed.pending[0].reward != cfg.reward.inadmissible
+    reward_stage(mem, pending, cfg, 1)  # its window closes: the reward comes from the memory's record of it
+    assert pending[1].reward == cfg.reward.inadmissible and pending[0].reward != cfg.reward.inadmissible
     mem.discard_from(1)  # a resumed run undoes it exactly
     assert [r.id for r in mem.records()] == ids
 

@@ -95,7 +95,7 @@ def test_a_leaked_hint_or_a_failure_keeps_the_last_measured_scores():
     mem.update_scores(2, iteration=0, plays=4, regret=0.5, regret_lo=0.2, regret_hi=0.8, win_rate_hint=1.0, win_rate_nohint=0.5)
     ep = lambda env, s, ret, ended='env': Episode(env, s, False, 0, [1], [0], [0.0], 1, rewards=[ret], ended_by=ended, turns=1)
     res = RolloutResult([ep('1', 3, 1.0), ep('1', 4, 0.0), ep('2', 3, 0.0, 'timeout')], {}, {'2': 'timeout'})
-    score_stage(mem, PlayOutcome(res, 2), None, HintOutcome(leaked={1}), cfg, 1, seeds)
+    score_stage(mem, PlayOutcome(res, 2), HintOutcome(leaked={1}), cfg, 1, seeds)
     one, two = mem.get(1), mem.get(2)
     assert (one.regret, one.regret_lo, one.win_rate_nohint, one.plays) == (0.25, 0.1, 0.5, 6)  # the win rate was measured again
     assert (two.regret, two.win_rate_nohint, two.last_played) == (0.5, 0.5, 1)  # a timeout measured nothing: not a 0

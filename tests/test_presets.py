@@ -28,7 +28,7 @@ def test_every_preset_resolves():
 # backend (`HF`); tests/test_vllm.py runs the preset on its own backend, vLLM. Everything else (bf16, gradient checkpointing, repair turns, no shaping, no KL, the
 # held-out set of 16 reasoning-gym datasets) is the preset's own.
 SCALE_DOWN = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.seeds_per_env=1',
-              'selfplay.plays=1', 'selfplay.eval_seeds=1', 'selfplay.heldout_instances=4', 'selfplay.designer_delay=0',
+              'selfplay.plays=1', 'reward.seed_test=false', 'selfplay.eval_seeds=1', 'selfplay.heldout_instances=4', 'selfplay.designer_delay=0',
               'designer.max_new_tokens=16', 'designer.document_tokens=64', 'hints.max_new_tokens=8', 'rollout.max_turns=2',
               'rollout.max_new_tokens=8', 'llm.max_context=4096', 'llm.batch_size=16', 'trainer.micro_batch_tokens=4096',
               'trainer.max_seq_len=4096']
