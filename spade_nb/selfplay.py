@@ -824,19 +824,22 @@ class SelfPlay:
                  f"held-out {_fmt(row['win_rate_heldout'])}, losses {_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
         return row
 
-    def _play(self, it: int, designed: DesignOutcome | None, seeds: Seeds, stage, secs: dict) -> tuple:
-        "Choose, hint, play and score this iteration's environments: (records, hinted, played, per-environment metrics)."
-        cfg, sp = self.cfg, self.cfg.selfplay
-        window = self.memory.live([d.env_id for d in self.buffer if d.env_id is not None and d.reward is None])  # designs in their window
-        records = choose_envs(self.memory, designed.new_envs if designed else [], window, cfg, it, seeds)
-        stage('hints', f'{len(records)} environments'); stage.lap()
-        hinted = hint_stage(self.policy, records, cfg, seeds, plain=set(window)); secs['hints'] = stage.lap()
-        stage('play', f'{sum(sp.seeds_per_env * sp.plays * (2 if i in hinted.hints else 1) for i in records)} episodes')
-        played = play_stage(self.policy, records, hinted, cfg, seeds); secs['play'] = stage.lap()
-        self.run_dir.transcripts(it, 'episodes', episode_rows(played, self.policy))
-        return records, hinted, played, score_stage(self.memory, played, hinted, cfg, it, seeds)
-
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
+
+# %% ../nbs/16_selfplay.ipynb #0893758d
+def _play(self: SelfPlay, it: int, designed: DesignOutcome | None, seeds: Seeds, stage, secs: dict) -> tuple:
+    "Choose, hint, play and score this iteration's environments: (records, hinted, played, per-environment metrics)."
+    cfg, sp = self.cfg, self.cfg.selfplay
+    window = self.memory.live([d.env_id for d in self.buffer if d.env_id is not None and d.reward is None])  # designs in their window
+    records = choose_envs(self.memory, designed.new_envs if designed else [], window, cfg, it, seeds)
+    stage('hints', f'{len(records)} environments'); stage.lap()
+    hinted = hint_stage(self.policy, records, cfg, seeds, plain=set(window)); secs['hints'] = stage.lap()
+    stage('play', f'{sum(sp.seeds_per_env * sp.plays * (2 if i in hinted.hints else 1) for i in records)} episodes')
+    played = play_stage(self.policy, records, hinted, cfg, seeds); secs['play'] = stage.lap()
+    self.run_dir.transcripts(it, 'episodes', episode_rows(played, self.policy))
+    return records, hinted, played, score_stage(self.memory, played, hinted, cfg, it, seeds)
+
+SelfPlay._play = _play
 
 # %% ../nbs/16_selfplay.ipynb #c1eda25d
 PLOTS = {

@@ -247,3 +247,77 @@ def test_a_sequence_longer_than_max_seq_len_is_dropped_and_counted():
     long = Sample(list(range(5, 17)), [0] * 6 + [1] * 6, [0.0] * 6 + [-1.0] * 6, 'agent', 1.0, 'g', advantage=1.0)
     m = Trainer(tiny_policy(seed=1), TrainerConfig(max_seq_len=8)).train_step([short, long])
     assert (m['too_long'], m['samples'], m['trained_tokens']) == (1, 1, 3)  # it was cut to 8 tokens, its reward-bearing end lost
+
+
+# -- issue 27: the designer's reward as the method computes it ------------------------------------------------------------
+
+def _episodes(outcome, iterations=(0,), seeds=(1, 2, 3, 4), plays=2, hint=True):
+    "Real rollout `Episode`s of one environment: `outcome(seed, hint, play, iteration)` -> return; and each one's iteration."
+    from spade_nb.rollout import Episode
+    eps, its = [], []
+    for t in iterations:
+        for s in seeds:
+            for h in ((False, True) if hint else (False,)):
+                for k in range(plays):
+                    eps.append(Episode('e', 100 * t + s, h, k, [1], [0], [0.0], 1, rewards=[float(outcome(s, h, k, t))], ended_by='env', turns=1))
+                    its.append(t)
+    return eps, its
+
+
+def test_the_paired_interval_wins_where_seeds_are_plentiful():
+    "64 seeds, a hint that adds exactly 0.3 to a continuous return: the guard bound at every size (parent: 0.288 paired, 0.286 unpaired)."
+    rng = np.random.default_rng(0)
+    plain = rng.random(64) * 0.7
+    paired, unpaired = estimate_regret(plain + 0.3, plain), estimate_regret(plain + 0.3, rng.random(64) * 0.7, paired=False)
+    assert paired.lo <= 0.3 <= paired.hi
+    assert paired.width <= 0.7 * unpaired.width, (paired.width, unpaired.width)
+
+
+@pytest.mark.parametrize('variant', ['blend', 'regret', 'learnability', 'solve_rate'])
+def test_an_environment_the_seed_decides_earns_no_more_than_a_trivial_one(variant):
+    "Won on two seeds and lost on two, hint or not: a win rate of 0.5 paid 0.6 of the blend's maximum (parent); now no more than an always-won one."
+    from spade_nb.regret import env_reward
+    rc = RewardConfig(variant=variant)
+    split, trivial = _episodes(lambda s, h, k, t: s <= 2), _episodes(lambda s, h, k, t: True)
+    frontier = _episodes(lambda s, h, k, t: h or k == 0)  # 50% on every seed, the hint wins it
+    assert env_reward(rc, *split) <= env_reward(rc, *trivial)
+    assert env_reward(rc, *frontier) >= env_reward(rc, *trivial) + (0.2 if variant == 'learnability' else 0.5)
+    # and with the hint winning the split's lost seeds: the regret stays (the hint does help), the plateau does not
+    hinted_split = _episodes(lambda s, h, k, t: s <= 2 or h)
+    if variant == 'blend': assert env_reward(rc, *hinted_split) == pytest.approx(0.4)  # parent: 1.0, a frontier's reward
+
+
+def test_learning_progress_rewards_the_environment_the_agent_improves_on():
+    from spade_nb.regret import env_reward, reward_parts
+    ref = RewardConfig(blend={'regret': 0.5, 'learning_progress': 0.5})
+    rising = _episodes(lambda s, h, k, t: h or k < t, iterations=(0, 1, 2))  # 0, 0.5, 1 over the window
+    flat = _episodes(lambda s, h, k, t: h or k == 0, iterations=(0, 1, 2))  # 0.5 throughout
+    lp = RewardConfig(variant='learning_progress')
+    assert env_reward(lp, *rising) == pytest.approx(1.0) and env_reward(lp, *flat) == pytest.approx(0.0)
+    assert env_reward(ref, *rising) > env_reward(ref, *flat) + 0.4
+    falling = reward_parts(lp, *_episodes(lambda s, h, k, t: k >= t, iterations=(0, 1, 2), hint=False))
+    assert falling.reward < 0 and falling.masked
+
+
+def test_a_designs_reward_is_computed_from_its_window_when_its_delay_is_up():
+    "Two iterations kept in the memory: the reward at training time rests on both, differs from the first alone, and a negative blend is masked."
+    from spade_nb.selfplay import PendingDesign, PlayOutcome, due_designs, reward_stage, update_stage
+    from spade_nb.rollout import RolloutResult
+    cfg, mem, _, _ = _loop_parts()
+    cfg = cfg.replace(selfplay=cfg.selfplay.replace(designer_delay=1))
+    for t in (0, 1):  # environment 1: lost at first, won later; environment 2: won at first, lost later
+        mem.record_plays(1, t, _episodes(lambda s, h, k, t: h or t == 1, iterations=(t,), hint=t == 0)[0])
+        mem.record_plays(2, t, _episodes(lambda s, h, k, t: t == 0 or (t == 1 and k == 0 and s <= 2), iterations=(t,), hint=t == 0)[0])
+    sample = dict(token_ids=[1, 2], loss_mask=[0, 1], logprobs=[0.0, -1.0], role='designer', reward=0.0, group='reasoning_game')
+    pend = [PendingDesign(i, None, {**sample, 'episode_id': f'd{i}'}, iteration=0, skill='reasoning_game') for i in (1, 2)]
+    assert due_designs(pend, cfg, 0) == []
+    out = reward_stage(mem, due_designs(pend, cfg, 1), cfg.replace(reward=RewardConfig(blend={'regret': 0.5, 'learning_progress': 0.5})), 1)
+    assert [r['plays'] for r in out.rows] == [24, 24] and [r['iterations'] for r in out.rows] == [2, 2]
+    assert pend[0].reward == pytest.approx(1.0) and pend[1].masked and out.masked == 1, out.rows  # regret 1, progress +1; progress -1
+    first = reward_stage(mem, [PendingDesign(1, None, {}, iteration=0)], cfg, 0).rows[0]
+    assert first['plays'] == 16 and first['reward'] != pend[0].reward
+    seen = []
+    class Recorder:
+        def train_step(self, samples): seen.extend(samples); return {'loss_agent': 0.0, 'loss_designer': 0.0}
+    update_stage(Recorder(), type('P', (), {'adapter_version': None})(), PlayOutcome(RolloutResult([], {}, {}), 0), None, pend, cfg, 1)
+    assert [s.episode_id for s in seen] == ['d1'] and seen[0].reward == pytest.approx(1.0)  # the masked design is not trained

@@ -59,6 +59,7 @@ def test_killed_run_resumes_to_the_same_end(tmp_path):
     assert a[0] == b[0]  # metric rows (timings aside)
     assert a[1] == b[1] and a[2] == b[2] and a[3] == b[3]  # memory contents, rejected designs, score histories
     assert any(r['admitted'] for r in a[0]) and any(r['adv_abs_agent'] for r in a[0]) and a[0][-1]['adapter_version'] >= 1  # really trained
+    assert any(r['window_envs'] for r in a[0]) and any(r['designer_rewards'] for r in a[0])  # a design played over its window, rewarded from it
 
 
 def test_one_real_iteration_with_the_embedded_model(tmp_path):
