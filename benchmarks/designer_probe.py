@@ -49,7 +49,8 @@ def main():
         f'selfplay.designs_per_iteration={a.batch}', f'selfplay.seeds_per_env={a.seeds}', f'selfplay.plays={a.plays}', 'selfplay.heldout=[]',
         f'designer.max_new_tokens={a.max_new_tokens}', f'designer.temperature={a.temperature}', f'designer.edit_share={a.edit_share}',
         f'designer.repair_turns={a.repair_turns}', 'designer.skills=[reasoning_game,tool_use]',
-        f'rollout.max_turns={a.max_turns}', f'rollout.max_new_tokens={a.turn_tokens}'])
+        f'rollout.max_turns={a.max_turns}', f'rollout.max_new_tokens={a.turn_tokens}',
+        *(['reward.seed_test=false'] if a.plays < 2 else [])])  # one play a seed: too few for the seed test
     t0 = time.perf_counter()
     parts = open_run(cfg, RunDir(out), fresh=True)
     print(f'model {parts.policy.name} loaded, {len(parts.memory)} seed environments admitted: {time.perf_counter() - t0:.0f} s', flush=True)
