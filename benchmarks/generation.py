@@ -6,6 +6,10 @@
 2. Where vLLM is installed (`.venv-vllm`, see README): the vLLM backend (`VLLMPolicy`) against raw
    `vllm.LLM.generate` on the same engine, prompts and per-prompt sampling parameters (so the same tokens).
    Goal: ratio <= 1.05. And the vLLM backend against the HF backend: tokens per second of each.
+3. Where vLLM is installed: what per-request seeds cost it. The backend seeds every request (`_prompt_seed`), so
+   a run reproduces; vLLM samples seeded requests one by one. Raw `vllm.LLM.generate` on 64 prompts x 64 new
+   tokens, every request seeded against none seeded, on the same engine. Goal: ratio <= 1.10 (past it, the
+   backend would seed once per call instead).
 Reported: median wall time over alternating repetitions, and the ratios. About four minutes on 2 CPU cores.
 
     python benchmarks/generation.py [--reps 3] [--batch 16] [--new-tokens 64] [--model embedded] [--no-vllm]
@@ -33,6 +37,8 @@ def main():
     ap.add_argument('--model', default='embedded')
     ap.add_argument('--vllm-reps', type=int, default=4, help='pairs of vLLM calls (an even number alternates evenly)')
     ap.add_argument('--no-vllm', action='store_true', help='measure the HF backend only')
+    ap.add_argument('--seeded-batch', type=int, default=64, help='prompts in the seeded-against-unseeded comparison (part 3)')
+    ap.add_argument('--seeded-reps', type=int, default=4, help='pairs of calls in part 3')
     a = ap.parse_args()
     policy = load_policy(LLMConfig(model=a.model, batch_size=a.batch))
     prompts = [policy.chat_ids([{'role': 'user', 'content': f'Write a short paragraph about {TOPICS[i % len(TOPICS)]}.'}])
@@ -106,7 +112,31 @@ def bench_vllm(a, prompts, params, hf_secs):
     print(f'vLLM/HF backend speed {v_rate / hf_rate:.2f}x  ({v_rate:.1f} against {hf_rate:.1f} tokens/s; on a GPU vLLM is expected to win,'
           f' here, a 135M model in float32, eager, on 2 CPU cores, it does not: its per-step costs are not spread over enough'
           f' model work; which of them costs most was not profiled)')
+    bench_seeded(a, vp)
     vp.close()
+
+
+def bench_seeded(a, vp, new_tokens: int = 64):
+    "Part 3: raw vllm.LLM.generate with every request seeded against none seeded (64 prompts x 64 tokens by default)."
+    from vllm import SamplingParams as VSP
+    from vllm.inputs import TokensPrompt
+    reqs = [TokensPrompt(prompt_token_ids=vp.chat_ids([{'role': 'user', 'content': f'Tell me about {TOPICS[i % len(TOPICS)]} ({i}).'}]))
+            for i in range(a.seeded_batch)]
+    sp = lambda seed: VSP(temperature=1.0, top_p=1.0, max_tokens=new_tokens, min_tokens=new_tokens, logprobs=0, seed=seed)
+    seeded, unseeded = [sp(_prompt_seed(0, i)) for i in range(len(reqs))], [sp(None) for _ in reqs]
+    run = lambda sps: vp.llm.generate(reqs, sps, use_tqdm=False)
+    run(seeded); run(unseeded)  # warm-up
+    t = {0: [], 1: []}
+    for k in range(a.seeded_reps):  # alternate which goes first
+        for which in ((0, 1) if k % 2 == 0 else (1, 0)):
+            t0 = time.perf_counter(); out = run(seeded if which == 0 else unseeded); t[which].append(time.perf_counter() - t0)
+    again = [list(x.outputs[0].token_ids) for x in run(seeded)]
+    first = [list(x.outputs[0].token_ids) for x in run(seeded)]
+    ms, mu = statistics.median(t[0]), statistics.median(t[1])
+    print(f'per-request seeds, raw vllm.LLM.generate, {len(reqs)} prompts x {new_tokens} new tokens, {a.seeded_reps} reps')
+    print(f'every request seeded  median {ms:.3f} s  ({len(reqs) * new_tokens / ms:.1f} tokens/s); a repeat draws the same tokens: {again == first}')
+    print(f'no request seeded     median {mu:.3f} s  ({len(reqs) * new_tokens / mu:.1f} tokens/s)')
+    print(f'ratio seeded/unseeded {ms / mu:.3f}   (goal <= 1.10: {"met" if ms / mu <= 1.10 else "NOT met"})')
 
 
 def _vllm_version():

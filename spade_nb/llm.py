@@ -69,6 +69,18 @@ class LLMConfig(Config):
         self.check('max_context', self.max_context is None or self.max_context >= 2, 'must be at least 2')
         self.check('servers', self.backend != 'openai' or bool(self.servers), 'the openai backend needs at least one server URL')
         self.check('servers', all(u.startswith(('http://', 'https://')) for u in self.servers), 'each must be an http:// or https:// URL')
+        self.check('quantization', self.backend == 'hf' or self.quantization == 'none' or self._engine_quantizes(), self._quantized_engine_why())
+
+    def _engine_quantizes(self) -> bool:
+        "Does the vLLM engine quantize the base itself as the trainer's nf4 does (bitsandbytes, in flight)?"
+        return self.backend == 'vllm' and self.quantization == 'nf4' and self.engine.args.get('quantization') == 'bitsandbytes'
+
+    def _quantized_engine_why(self) -> str:
+        what = {'openai': 'the servers sample from the weights they serve', 'vllm': "vLLM samples from the bf16 base it loads"}.get(self.backend, '')
+        return (f'{self.quantization} with backend {self.backend}: {what}, while the trainer computes log-probs on its {self.quantization} copy, so '
+                'every update would train on tokens from another distribution. Use llm.quantization=none (LoRA on the bf16 base), or '
+                "llm.backend=hf, or (nf4, backend vllm) llm.engine.args={quantization: bitsandbytes} so the engine quantizes the same base "
+                'the same way (the trainer then corrects the rest: trainer.tis_cap, and logs behaviour_gap)')
 
 # %% ../nbs/02_llm.ipynb #32a5eaa6
 @dataclass

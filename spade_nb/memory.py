@@ -104,6 +104,7 @@ class EnvRecord:
     win_rate_hint: float | None = None
     win_rate_nohint: float | None = None
     near_duplicate_of: int | None = None
+    max_similarity: float | None = None  # when added: its largest MinHash similarity to a live environment (None: none was live)
     admission_version: int = 1  # the version of the admission rules it passed (`spade_nb.admission.ADMISSION_VERSION` then)
     replays: list[Replay] = field(default_factory=list)  # admission's recorded replays, re-sent when it is played
     id: int | None = None
@@ -182,6 +183,8 @@ class EnvMemory:
             self.db.execute('ALTER TABLE envs ADD COLUMN admission_version INTEGER DEFAULT 1')
         if 'replays' not in cols:  # written before replays were recorded (version 3 re-admits those records)
             self.db.execute('ALTER TABLE envs ADD COLUMN replays TEXT')
+        if 'max_similarity' not in cols:  # written before novelty was recorded: unknown, so never scaled
+            self.db.execute('ALTER TABLE envs ADD COLUMN max_similarity REAL')
         if 'note' not in {r[1] for r in self.db.execute('PRAGMA table_info(scores)')}:  # why an iteration measured nothing
             self.db.execute('ALTER TABLE scores ADD COLUMN note TEXT')
         if 'plays' not in found:  # written before plays were kept (a design's reward is computed from its window)
@@ -268,7 +271,7 @@ def _add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[i
     mh = minhash(rec.code)
     bands = _bands(mh)
     near = self._near_duplicate(mh, bands)
-    rec.near_duplicate_of = near
+    rec.near_duplicate_of, rec.max_similarity = near, self.max_similarity(mh)
     vals = _row_values(rec)
     with self._tx():
         cur = self.db.execute(f'INSERT INTO envs ({", ".join(_COLS)}, protected) VALUES ({", ".join("?" * len(_COLS))}, ?)',
@@ -297,6 +300,13 @@ def _near_duplicate(self: EnvMemory, mh: np.ndarray, bands: list[str]) -> int | 
             if alive: best, best_j = c, j
     return best
 
+def _max_similarity(self: EnvMemory, mh: np.ndarray) -> float | None:
+    "The largest MinHash similarity of `mh` to any live environment, computed exactly over all of them (None: none is live)."
+    rows = self.db.execute("SELECT m.value FROM envs e JOIN meta m ON m.key = 'minhash:' || e.id WHERE e.evicted_at IS NULL").fetchall()
+    if not rows: return None
+    live = np.frombuffer(bytes.fromhex(''.join(v for (v,) in rows)), dtype=np.uint64).reshape(len(rows), -1)
+    return float((live == mh).mean(axis=1).max())
+
 def _add_code(self: EnvMemory, code: str, verdict, *, skill: str, provenance: dict | None = None, iteration: int = 0,
              origin: str = 'designer', protected: bool = False) -> tuple[int | None, bool]:
     "Add an admitted design (fingerprints computed here), or record a rejected one: (id or None, is_new)."
@@ -316,7 +326,7 @@ def _add_code(self: EnvMemory, code: str, verdict, *, skill: str, provenance: di
 
 EnvMemory._find_duplicate = _find_duplicate
 EnvMemory.add = _add
-EnvMemory._near_duplicate = _near_duplicate
+EnvMemory._near_duplicate, EnvMemory.max_similarity = _near_duplicate, _max_similarity
 EnvMemory.add_code = _add_code
 
 
@@ -575,7 +585,7 @@ def _import_jsonl(self: EnvMemory, path: str | Path, *, iteration: int = 0) -> t
         try: d = json.loads(line)
         except json.JSONDecodeError as e: raise ValueError(f'{path}:{line_no}: malformed JSON ({e})') from None
         hist = d.pop('history', [])
-        d.pop('id', None); d.pop('near_duplicate_of', None)
+        d.pop('id', None); d.pop('near_duplicate_of', None); d.pop('max_similarity', None)  # recomputed against this memory
         try: rec = EnvRecord(**{**d, 'origin': 'import', 'iteration': iteration})
         except TypeError as e: raise ValueError(f'{path}:{line_no}: not an environment record ({e})') from None
         env_id, new = self.add(rec)

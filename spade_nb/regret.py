@@ -17,7 +17,7 @@ from .core import Config, is_win
 __all__ = ['BLEND_PARTS', 'FAILURES', 'RegretEstimate', 't_quantile', 'f_quantile', 'estimate_regret', 'plateau', 'blend_reward',
            'regret_reward', 'learnability_reward', 'solve_rate_reward', 'learning_progress', 'within_seed_share',
            'RewardConfig', 'blend_parts', 'designer_reward', 'env_metrics', 'WindowFigures', 'window_figures',
-           'RewardParts', 'reward_parts', 'env_reward']
+           'RewardParts', 'no_reward_reason', 'reward_parts', 'env_reward']
 
 # %% ../nbs/14_regret.ipynb #51fcb742
 @dataclass
@@ -228,7 +228,8 @@ class RewardConfig(Config):
     seed_test_level: float = 0.9  # between-seed variance counts only past what chance gives at this level
     uncertain_factor: float = 1.0  # for 'regret': multiply when the interval covers 0
     inadmissible: float = -1.0  # a design that admission rejected (or that did not parse), or that play caught cheating
-    duplicate: float = -0.5  # a design the memory already holds (never another environment's score)
+    duplicate: float | None = None  # a design the memory already holds (never another environment's score); None: `inadmissible`, so copying never beats trying
+    novelty_from: float | None = 0.8  # a near-copy's positive reward times clip((1 - s) / (1 - this), 0, 1), s its largest similarity to a live environment when admitted (0.8: the memory's near-duplicate threshold); None: off
     timeout: float = -0.5  # an admitted environment whose step timed out while the agent played (as in the reference)
     crash: float = -0.5  # ... whose worker crashed or raised
     memory: float = -0.5  # ... that ran out of its memory limit
@@ -248,7 +249,19 @@ class RewardConfig(Config):
         "Does the reward use `part` ('learning_progress', 'plateau', ...): as its variant, or with a weight in the blend?"
         return self.variant == part or (self.variant == 'blend' and part in self.weights())
 
+    def copy_penalty(self) -> float:
+        "What a design the memory already holds earns: `duplicate`, else `inadmissible`."
+        return self.inadmissible if self.duplicate is None else self.duplicate
+
+    def novelty(self, similarity: float | None) -> float:
+        "The factor on a positive reward of a design whose largest similarity to a live environment was `similarity` (1: new enough, unknown, or off)."
+        if self.novelty_from is None or similarity is None: return 1.0
+        return float(np.clip((1 - similarity) / (1 - self.novelty_from), 0.0, 1.0))
+
     def validate(self):
+        self.check('duplicate', self.duplicate is None or self.duplicate <= self.inadmissible,
+                   f'must be at most reward.inadmissible ({self.inadmissible}): a copy of an exemplar would otherwise beat an honest attempt that failed')
+        self.check('novelty_from', self.novelty_from is None or 0 <= self.novelty_from < 1, 'must be in [0, 1), or null to turn novelty off')
         self.check('plateau_lo', 0 <= self.plateau_lo <= self.plateau_hi <= 1, 'need 0 <= plateau_lo <= plateau_hi <= 1')
         self.check('plateau_ramp', self.plateau_ramp > 0, 'must be positive')
         bad = sorted(set(self.blend) - set(BLEND_PARTS))
@@ -354,19 +367,33 @@ class RewardParts:
     figures: WindowFigures | None  # None: a failure's penalty needs none
     components: dict[str, float | None] = field(default_factory=dict)  # the blend's, each over its nominal scale (before the weights)
     masked: bool = False  # a played environment whose blend (or learning progress) is below 0: not trained
+    novelty: float = 1.0  # the factor its positive reward was scaled by (`RewardConfig.novelty`)
+    why: str | None = None  # why there is no reward (None: there is one): 'unplayed', 'hint_leaked', 'no_regret', 'no_seed_share', 'no_learning_progress'
+
+def no_reward_reason(cfg: RewardConfig, f: WindowFigures, hint_leaked: bool = False) -> str:
+    "Why `designer_reward` found nothing to pay on figures `f`: the first measurement its variant needs that is missing."
+    if f.win_rate is None: return 'unplayed'
+    share = f.seed_share if cfg.seed_test else 1.0
+    for k in (cfg.weights() if cfg.variant == 'blend' else [cfg.variant]):
+        if k == 'regret' and (hint_leaked or f.regret is None): return 'hint_leaked' if hint_leaked else 'no_regret'
+        if k != 'regret' and k != 'frontier_penalty' and share is None: return 'no_seed_share'
+        if k == 'learning_progress' and f.learning_progress is None: return 'no_learning_progress'
+    return 'unmeasured'
 
 def reward_parts(cfg: RewardConfig, episodes, iterations: Sequence[int] | None = None, *, failure: str | None = None,
-                 hint_leaked: bool = False) -> RewardParts:
-    "The reward of one environment from its window of `episodes` (`env_reward`), its figures, components and mask."
+                 hint_leaked: bool = False, similarity: float | None = None) -> RewardParts:
+    "The reward of one environment from its window of `episodes` (`env_reward`), its figures, components and mask; a positive one scaled by its novelty (`similarity`: its largest to a live environment when admitted)."
     if failure is not None: return RewardParts(designer_reward(cfg, None, None, failure=failure), None)
     f = window_figures(cfg, episodes, iterations)
-    if f.win_rate is None: return RewardParts(None, f)
+    if f.win_rate is None: return RewardParts(None, f, why='unplayed')
     share = f.seed_share if cfg.seed_test else 1.0
     r = designer_reward(cfg, f.regret, f.win_rate, hint_leaked=hint_leaked, learning_progress=f.learning_progress, seed_share=share)
     parts = blend_parts(cfg, None if hint_leaked else f.regret, f.win_rate, learning_progress=f.learning_progress, seed_share=share)
-    return RewardParts(r, f, parts, masked=r is not None and r < 0 and cfg.variant in ('blend', 'learning_progress'))
+    nov = cfg.novelty(similarity) if r is not None and r > 0 else 1.0  # a penalty is never softened, a mask never lifted
+    return RewardParts(None if r is None else r * nov, f, parts, masked=r is not None and r < 0 and cfg.variant in ('blend', 'learning_progress'),
+                       novelty=nov, why=None if r is not None else no_reward_reason(cfg, f, hint_leaked))
 
 def env_reward(cfg: RewardConfig, episodes, iterations: Sequence[int] | None = None, *, failure: str | None = None,
-               hint_leaked: bool = False) -> float | None:
+               hint_leaked: bool = False, similarity: float | None = None) -> float | None:
     "The designer's reward for one environment from its `episodes` (both arms, as `play` returns them; `iterations`: when each was played)."
-    return reward_parts(cfg, episodes, iterations, failure=failure, hint_leaked=hint_leaked).reward
+    return reward_parts(cfg, episodes, iterations, failure=failure, hint_leaked=hint_leaked, similarity=similarity).reward

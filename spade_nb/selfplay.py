@@ -260,7 +260,7 @@ class IterationMetrics:
     seconds: float | None = None  # wall time of the iteration
     designs: int | None = None  # designs written
     admitted: int | None = None  # designs admitted and new to the memory
-    duplicates: int | None = None  # admitted designs the memory already had
+    duplicates: int | None = None  # admitted designs the memory already had (each earns reward.duplicate, at most reward.inadmissible)
     validity_rate: float | None = None  # share of designs admitted
     rejected_by_reason: dict | None = None  # count of rejected designs by admission reason
     heldout_refused: int | None = None  # admitted designs refused as duplicates of held-out environments
@@ -298,6 +298,9 @@ class IterationMetrics:
     heldout_hi: float | None = None  # its interval, high
     heldout_episodes: int | None = None  # held-out episodes played
     win_rate_heldout_by_env: dict | None = None  # held-out win rate by environment
+    win_rate_heldout_origin: float | None = None  # iteration 0 only: the held-out win rate before the first update (the base model: the curve's origin), on the same seeds
+    heldout_origin_lo: float | None = None  # its 90% Wilson interval, low
+    heldout_origin_hi: float | None = None  # its interval, high
     zero_variance_share: float | None = None  # share of update groups with equal rewards (no gradient)
     parse_failure_rate: float | None = None  # share of agent turns without a parseable action
     adv_abs_agent: float | None = None  # mean |advantage| of agent samples
@@ -305,6 +308,11 @@ class IterationMetrics:
     loss_agent: float | None = None  # agent part of the loss
     loss_designer: float | None = None  # designer part of the loss
     grad_norm: float | None = None  # gradient norm before clipping
+    grad_norm_agent: float | None = None  # the agent samples' part of that gradient, its norm (their micro-batches run first)
+    grad_norm_designer: float | None = None  # the designer samples' part (the whole minus the agent's), its norm
+    designer_grad_share: float | None = None  # grad_norm_designer / (grad_norm_agent + grad_norm_designer): set trainer.designer_adv_scale from it
+    designer_token_share: float | None = None  # the designer's share of the update's trained tokens
+    behaviour_gap: float | None = None  # mean |trainer log-prob - behaviour log-prob| over the trained tokens of fresh samples (an engine's distribution against the trainer's; near 0 in process)
     agent_samples: int | None = None  # agent samples in the update
     designer_samples: int | None = None  # designer samples in the update
     window_envs: int | None = None  # environments played for their design's window, without the hint (their first iteration played both arms)
@@ -314,6 +322,9 @@ class IterationMetrics:
     designer_masked_share: float | None = None  # their share of the designs rewarded from plays
     reward_components: dict | None = None  # each blend component's mean normalised magnitude over those designs, |component / its nominal scale|: to calibrate the scales
     seed_share: float | None = None  # their mean share of outcome variance within seeds (near 0: the seed, not the agent, decides the outcome)
+    designer_unrewarded: dict | None = None  # of the designs whose window closed, those left without a reward (so untrained), by reason: unplayed, hint_leaked, no_regret, no_seed_share, no_learning_progress
+    novelty_scaled: int | None = None  # of the designs rewarded, near-copies whose positive reward was scaled by their novelty (reward.novelty_from)
+    design_max_similarity: float | None = None  # mean over this iteration's new designs of their largest MinHash similarity to a live environment when admitted
     adapter_version: int | None = None  # adapter version after the update
     tokens_design: int | None = None  # tokens generated designing
     tokens_hint: int | None = None  # tokens generated writing hints
@@ -389,6 +400,10 @@ def write_designs(policy, memory: EnvMemory, corpus, cfg: RunConfig, seeds: Seed
     return design(policy, prompts, dcfg, seed=seeds.int_seed('designer') % 2**31)
 
 # %% ../nbs/16_selfplay.ipynb #a8be2148
+def _mean_or_none(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return float(np.mean(xs)) if xs else None
+
 def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEnv], cfg: RunConfig, it: int, seeds: Seeds,
                   policy=None) -> DesignOutcome:
     "Admit `designs` (`admission.parallel` at once), repairing failures when `policy` is given; admitted ones enter `memory` (side effect), rejected ones are recorded there."
@@ -416,7 +431,7 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
         reasons[reason] = reasons.get(reason, 0) + 1
         rows.append({'design': k, 'attempt': d.attempt, 'pending': len(pending) if d.attempt == 0 else None, 'skill': d.prompt.skill, 'mode': d.prompt.mode, 'reason': reason, 'details': v.details if v else d.parsed.reason,
                      'provenance': d.provenance, 'env_id': env_id, 'code': d.code, 'reply': d.completion.text})
-        reward = (cfg.reward.duplicate if reason == 'duplicate' else None) if env_id is not None else \
+        reward = (cfg.reward.copy_penalty() if reason == 'duplicate' else None) if env_id is not None else \
                  cfg.reward.inadmissible + cfg.selfplay.progress_bonus * _progress(reason, v.details if v else '', d.code)
         if d.attempt == 0:  # training uses first attempts only
             ids = d.prompt.ids + d.completion.token_ids
@@ -432,6 +447,7 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
                   edit_parents=len({d.prompt.parent.env_id for d in designs if d.attempt == 0 and d.prompt.parent is not None}),
                   rejected_by_reason={k: v for k, v in reasons.items() if k not in ('ok', 'duplicate')}, heldout_refused=refused, near_duplicates=near,
                   distinct_structural=len(structs), distinct_behavioural=len(behavs), near_duplicate_share=near / max(1, len(new_envs)),
+                  design_max_similarity=_mean_or_none([memory.get(i).max_similarity for i in new_envs]),
                   skill_mix=built, skill_mismatch=mismatch, skills_requested={s: sum(d.prompt.skill == s for d in designs) for s in cfg.designer.skills})
     return DesignOutcome(new_envs, pending, rows, counts, tokens=sum(len(d.completion.token_ids) for d in designs))
 
@@ -556,6 +572,8 @@ class RewardOutcome:
     plays: float | None = None  # mean plays (both arms) a reward rests on
     masked: int = 0  # rewards below 0 of played environments (left out of the update)
     seed_share: float | None = None  # mean seed share
+    unrewarded: dict[str, int] = field(default_factory=dict)  # designs left without a reward, by reason (`RewardParts.why`)
+    novelty_scaled: int = 0  # positive rewards scaled down as near-copies
 
 def due_designs(pending: list[PendingDesign], cfg: RunConfig, it: int) -> list[PendingDesign]:
     "The designs whose skill's delay is up at iteration `it`."
@@ -569,7 +587,9 @@ def window_reward(memory: EnvMemory, d: PendingDesign, cfg: RunConfig, it: int) 
     if failure == 'replay': return RewardParts(cfg.reward.inadmissible, None)  # a cheat caught late earns what a rejected design does
     leaked = any(h['iteration'] == d.iteration and h['note'] == 'hint leaked' for h in hist)
     plays = memory.plays(d.env_id, since=d.iteration, until=it)
-    return reward_parts(cfg.reward, plays, [p.iteration for p in plays], failure=failure, hint_leaked=leaked)
+    try: similarity = memory.get(d.env_id).max_similarity  # when it was admitted: a near-copy's reward is scaled by its novelty
+    except KeyError: similarity = None  # taken out of the memory since (its plays and notes remain)
+    return reward_parts(cfg.reward, plays, [p.iteration for p in plays], failure=failure, hint_leaked=leaked, similarity=similarity)
 
 # %% ../nbs/16_selfplay.ipynb #ac458583
 def _row(d: PendingDesign, p: RewardParts, it: int) -> dict:
@@ -577,7 +597,8 @@ def _row(d: PendingDesign, p: RewardParts, it: int) -> dict:
     return {'design': d.sample.get('episode_id'), 'env_id': d.env_id, 'skill': d.skill, 'designed_at': d.iteration, 'trained_at': it,
             'reward': p.reward, 'masked': p.masked, 'plays': f.plays if f else None, 'iterations': f.iterations if f else None,
             'win_rate': f.win_rate if f else None, 'regret': f.regret.mean if f and f.regret else None,
-            'learning_progress': f.learning_progress if f else None, 'seed_share': f.seed_share if f else None, 'components': p.components}
+            'learning_progress': f.learning_progress if f else None, 'seed_share': f.seed_share if f else None, 'components': p.components,
+            'novelty': p.novelty, 'why': p.why}
 
 def reward_stage(memory: EnvMemory, due: list[PendingDesign], cfg: RunConfig, it: int) -> RewardOutcome:
     "Set the reward (and mask) of each `due` admitted design from its window (side effect on `due`); the rows and their means."
@@ -590,7 +611,10 @@ def reward_stage(memory: EnvMemory, due: list[PendingDesign], cfg: RunConfig, it
     played = [r for r in rows if r['plays'] is not None]
     comps = {k: float(np.mean(xs)) for k in BLEND_PARTS if (xs := [abs(r['components'][k]) for r in played if r['components'].get(k) is not None])}
     mean = lambda k: float(np.mean(xs)) if (xs := [r[k] for r in played if r[k] is not None]) else None
-    return RewardOutcome(rows, comps, mean('plays'), sum(r['masked'] for r in rows), mean('seed_share'))
+    why = {}
+    for r in rows:
+        if r['why']: why[r['why']] = why.get(r['why'], 0) + 1
+    return RewardOutcome(rows, comps, mean('plays'), sum(r['masked'] for r in rows), mean('seed_share'), why, sum(r['novelty'] < 1 for r in rows))
 
 # %% ../nbs/16_selfplay.ipynb #8367e464
 @dataclass
@@ -644,13 +668,14 @@ def memory_diversity(memory: EnvMemory, *, sample: int = 256) -> dict:
 
 def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, played: PlayOutcome, per_env: dict[str, dict],
               skills: dict[int, str], updated: UpdateOutcome, evaluation: Evaluation, memory: dict, seconds: dict,
-              rewarded: RewardOutcome | None = None) -> IterationMetrics:
-    "The metric row: `skills` maps played environment ids to their skill, `memory` is `memory_diversity` plus `memory_size`, `seconds` the stage times, `rewarded` what `reward_stage` computed."
+              rewarded: RewardOutcome | None = None, origin: Evaluation | None = None) -> IterationMetrics:
+    "The metric row: `skills` maps played environment ids to their skill, `memory` is `memory_diversity` plus `memory_size`, `seconds` the stage times, `rewarded` what `reward_stage` computed, `origin` the held-out evaluation before the first update."
     m = IterationMetrics(it, tokens_hint=hinted.tokens, hints_rejected=hinted.rejected, tokens_play=played.tokens, **memory)
     m.window_envs, rw = len(hinted.plain), rewarded or RewardOutcome()
     from_plays = sum(r['plays'] is not None for r in rw.rows)
     m.designer_rewards, m.designer_reward_plays, m.designer_masked, m.seed_share = len(rw.rows), rw.plays, rw.masked, rw.seed_share
     m.designer_masked_share, m.reward_components = (rw.masked / from_plays if from_plays else None), rw.components
+    m.designer_unrewarded, m.novelty_scaled = rw.unrewarded, rw.novelty_scaled
     m.replay_dropped = sum(v == 'replay' for v in played.result.failures.values())
     if designed is not None:
         for k, v in designed.counts.items(): setattr(m, k, v)
@@ -664,12 +689,14 @@ def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, play
     m.win_rate_by_skill = {k: float(np.mean([x for x in v if x is not None])) for k, v in by_skill.items() if any(x is not None for x in v)}
     tm = updated.train
     m.loss_agent, m.loss_designer, m.grad_norm = tm['loss_agent'], tm['loss_designer'], tm.get('grad_norm')
+    for k in ('grad_norm_agent', 'grad_norm_designer', 'designer_grad_share', 'designer_token_share', 'behaviour_gap'): setattr(m, k, tm.get(k))
     m.agent_samples, m.designer_samples, m.adapter_version = updated.agent_samples, updated.designer_samples, updated.adapter_version
     m.adv_abs_agent, m.adv_abs_designer = tm.get('adv_abs_agent', 0.0), tm.get('adv_abs_designer', 0.0)
     m.samples_too_long = tm.get('too_long', 0)
     m.zero_variance_share = tm.get('zero_variance_groups', 0) / max(1, tm.get('groups', 0))
     m.win_rate_heldout, m.heldout_lo, m.heldout_hi = evaluation.win_rate, evaluation.lo, evaluation.hi
     m.heldout_episodes, m.win_rate_heldout_by_env = evaluation.episodes, evaluation.by_env
+    if origin is not None: m.win_rate_heldout_origin, m.heldout_origin_lo, m.heldout_origin_hi = origin.win_rate, origin.lo, origin.hi
     for k, v in seconds.items(): setattr(m, f'seconds_{k}' if k != 'total' else 'seconds', v)
     made = sum(seconds.get(k) or 0 for k in ('design', 'admit', 'hints'))
     m.share_seconds_environments = made / max(1e-9, made + sum(seconds.get(k) or 0 for k in ('play', 'train', 'eval')))
@@ -760,6 +787,7 @@ class SelfPlay:
         self.progress = progress  # a stage bar on stderr; None: only when stderr is a terminal
         self.seeds, self.buffer, self.next_iteration = Seeds(cfg.seed), [], 0  # buffer: designer samples waiting for the delay
         self.policy, self.trainer, self.memory, self.heldout, self.dir = parts.policy, parts.trainer, parts.memory, parts.heldout, run_dir.path
+        self.final = cfg.selfplay.iterations - 1  # the held-out set is evaluated here whatever eval_interval says (`run` moves it to its own last)
 
     @classmethod
     def start(cls, cfg: RunConfig, run_dir: str | Path, *, policy=None, **kw) -> SelfPlay:
@@ -784,7 +812,7 @@ class SelfPlay:
     def run(self, iterations: int | None = None) -> list[dict]:
         "Run until `selfplay.iterations` are done (or `iterations` more); returns the metric rows written now."
         end = self.cfg.selfplay.iterations if iterations is None else self.next_iteration + iterations
-        rows = []
+        rows, self.final = [], end - 1
         while self.next_iteration < end:
             rows.append(self.iteration(self.next_iteration))
             self.next_iteration += 1
@@ -807,22 +835,28 @@ class SelfPlay:
             if designed:  # each first attempt's transcript row carries its reward (an admitted design's once its window closed)
                 for r in designed.rows: r['reward'] = designed.pending[r['pending']].reward if r['pending'] is not None else None
                 rd.transcripts(it, 'designs', designed.rows); rd.transcripts(it, 'rejected', [r for r in designed.rows if r['env_id'] is None])
+            origin = self._evaluate(stage, seeds, 'eval-origin', 'the base model') if it == 0 and self.heldout else None  # the curve's origin
+            secs['eval'] = stage.lap() if origin is not None else 0.0
             stage('train'); stage.lap()
             updated = update_stage(self.trainer, self.policy, played, None, pending, cfg, it); secs['train'] = stage.lap()
             self.buffer, evaluation = updated.buffer, Evaluation()
-            if it % sp.eval_interval == 0 and self.heldout:
-                stage('eval', f'{len(self.heldout)} held-out environments')
-                evaluation = evaluate_heldout(self.policy, self.heldout, cfg.rollout, cfg.admission.limits, eval_seeds=sp.eval_seeds,
-                                              rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed('eval') % 2**31)
-            secs['eval'], secs['total'] = stage.lap(), time.perf_counter() - stage.start
+            if (it % sp.eval_interval == 0 or it == self.final) and self.heldout: evaluation = self._evaluate(stage, seeds, 'eval')
+            secs['eval'] += stage.lap(); secs['total'] = time.perf_counter() - stage.start
             row = asdict(summarise(it, designed, hinted, played, per_env, {i: r.skill for i, r in records.items()}, updated, evaluation,
-                                   {**memory_diversity(self.memory), 'memory_size': len(self.memory)}, secs, rewarded))
+                                   {**memory_diversity(self.memory), 'memory_size': len(self.memory)}, secs, rewarded, origin))
             stage('checkpoint')
             rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log)
         finally: stage.close()
         self.log(f"iteration {it}: admitted {row['admitted']}, regret {_fmt(row['regret_mean'])}, win rate {_fmt(row['win_rate_nohint'])}, "
                  f"held-out {_fmt(row['win_rate_heldout'])}, losses {_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
         return row
+
+    def _evaluate(self, stage, seeds: Seeds, stream: str, what: str = '') -> Evaluation:
+        "The held-out set played without hints, on the run's held-out seeds (the same at every evaluation: the curve is paired)."
+        stage('eval', f'{len(self.heldout)} held-out environments' + (f', {what}' if what else ''))
+        sp = self.cfg.selfplay
+        return evaluate_heldout(self.policy, self.heldout, self.cfg.rollout, self.cfg.admission.limits, eval_seeds=sp.eval_seeds,
+                                rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed(stream) % 2**31)
 
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
 

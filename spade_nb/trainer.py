@@ -19,8 +19,9 @@ import numpy as np
 from .core import Config, Sample
 
 # %% auto #0
-__all__ = ['TrainerConfig', 'compute_advantages', 'pg_token_loss', 'aggregate', 'k3_kl', 'micro_batches', 'Trainer',
-           'selective_logp', 'OutputHead', 'output_head', 'MemoryPeak', 'ModelDims', 'step_memory']
+__all__ = ['ENGINE_KINDS', 'TrainerConfig', 'compute_advantages', 'pg_token_loss', 'aggregate', 'k3_kl', 'micro_batches',
+           'resolve_tis_cap', 'Trainer', 'selective_logp', 'OutputHead', 'output_head', 'MemoryPeak', 'ModelDims',
+           'step_memory']
 
 # %% ../nbs/15_trainer.ipynb #25121bf6
 @dataclass
@@ -44,9 +45,9 @@ class TrainerConfig(Config):
     loss_agg: Literal['seq_mean', 'token_sum', 'token_mean'] = 'token_mean'
     max_len_const: int = 4096  # Dr. GRPO's constant
     kl_coef: float = 0.0
-    tis_cap: float | None = None  # truncated importance sampling of every sample, for behaviour log-probs from another engine
+    tis_cap: float | Literal['auto'] | None = 'auto'  # truncated importance sampling of every sample, for behaviour log-probs from another engine; 'auto': 2.0 when an engine (vllm, openai) samples, off when the trainer's own model does
     stale_tis_cap: float | None = 2.0  # ... of samples with staleness > 0 only (delayed designer samples); None: off
-    designer_adv_scale: float = 1.0
+    designer_adv_scale: float = 1.0  # the designer's centred rewards are multiplied by this (the reference: 32-50); a step logs each role's token and gradient share to set it
     _moved = {'temperature': 'removed: each Sample carries the temperature it was sampled at, and the trainer uses that'}
     micro_batch_tokens: int = 4096  # padded tokens per forward/backward
     max_seq_len: int = 8192
@@ -62,7 +63,7 @@ class TrainerConfig(Config):
         self.check('clip_high', self.clip_high >= 0, 'must be non-negative')
         self.check('micro_batch_tokens', self.micro_batch_tokens >= 16, 'must be at least 16')
         self.check('logp_chunk_mb', self.logp_chunk_mb > 0, 'must be positive')
-        self.check('tis_cap', self.tis_cap is None or self.tis_cap >= 1, 'must be at least 1')
+        self.check('tis_cap', self.tis_cap in (None, 'auto') or self.tis_cap >= 1, "must be at least 1 (or 'auto', or null: off)")
         self.check('designer_adv_scale', self.designer_adv_scale > 0, 'must be positive')
 
 # %% ../nbs/15_trainer.ipynb #a82b0afa
@@ -138,12 +139,20 @@ def micro_batches(samples: Sequence[Sample], token_budget: int) -> list[list[Sam
     return out
 
 # %% ../nbs/15_trainer.ipynb #5ca1381e
+ENGINE_KINDS = ('engine', 'vllm', 'openai')  # `policy.kind` of a backend whose tokens another engine samples
+
+def resolve_tis_cap(cap: float | str | None, policy) -> float | None:
+    "`tis_cap` as a step applies it: 'auto' is 2.0 when an engine samples the behaviour tokens (`policy.kind`), off when the trainer's own model does."
+    if cap != 'auto': return cap
+    return 2.0 if getattr(policy, 'kind', None) in ENGINE_KINDS else None
+
 class Trainer:
     "LoRA (or QLoRA) policy-gradient updates on `policy.model`, handing each new adapter version to `policy`."
     def __init__(self, policy, cfg: TrainerConfig | None = None):
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
         self.policy, self.cfg = policy, cfg or TrainerConfig()
+        self.tis_cap = resolve_tis_cap(self.cfg.tis_cap, policy)
         model = policy.model
         quantized = bool(getattr(model, 'is_loaded_in_4bit', False) or getattr(model, 'is_loaded_in_8bit', False))
         if quantized:
@@ -208,9 +217,9 @@ def _proximal(self: Trainer, batch, logp, behav):
     "(old, cap) for `pg_token_loss`: with `tis_cap`, every row's ratio is to the current policy, TIS-weighted; else stale rows only, with `stale_tis_cap`."
     import torch
     stale = torch.tensor([s.staleness > 0 for s in batch], device=logp.device)
-    if self.cfg.tis_cap is None and (self.cfg.stale_tis_cap is None or not stale.any()): return None, None
+    if self.tis_cap is None and (self.cfg.stale_tis_cap is None or not stale.any()): return None, None
     cur = logp.detach()  # one optimizer step a train_step: the policy before it is the one this forward ran
-    if self.cfg.tis_cap is not None: return cur, self.cfg.tis_cap
+    if self.tis_cap is not None: return cur, self.tis_cap
     return torch.where(stale[:, None], cur, behav), self.cfg.stale_tis_cap  # fresh rows: old = behaviour, weight 1
 
 Trainer._tensors = _tensors
@@ -286,7 +295,7 @@ Trainer._check_head = _check_head
 
 # %% ../nbs/15_trainer.ipynb #611a8666
 def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: float, metrics: dict) -> tuple[float, float]:
-    "Forward and backward of one micro-batch, its share of the whole batch's loss; adds its losses (and KL) to `metrics`; (clipped, counted) tokens."
+    "Forward and backward of one micro-batch, its share of the whole batch's loss; adds its losses, KL and behaviour gap sums to `metrics`; (clipped, counted) tokens."
     import torch
     cfg = self.cfg
     ids, att, mask, behav, adv, temps = self._tensors(batch)
@@ -305,6 +314,9 @@ def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: flo
         if sel.any():
             metrics[key] += float(aggregate(tl.detach()[sel], mask[sel], cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens,
                                             max_len_const=cfg.max_len_const))
+    fresh = torch.tensor([s.staleness == 0 for s in batch], device=tl.device)  # sampled by the policy this step starts from
+    if fresh.any():
+        metrics['gap_sum'] += float(((logp.detach() - behav)[fresh].abs() * mask[fresh]).sum()); metrics['gap_tokens'] += float(mask[fresh].sum())
     out = ((ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)).float()
     return float((out * mask).sum()), float(mask.sum())
 
@@ -312,7 +324,7 @@ Trainer._micro_step = _micro_step
 
 # %% ../nbs/15_trainer.ipynb #3b3f4bd2
 def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
-    "Advantages, then one optimizer step over all `samples` (micro-batched); returns metrics."
+    "Advantages, then one optimizer step over all `samples` (micro-batched, the agent's first); returns metrics."
     import torch
     cfg = self.cfg
     if any(s.advantage is None for s in samples):
@@ -326,26 +338,28 @@ def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
         raise ValueError(f'Sample {cut.episode_id!r} was sampled at top_p={cut.top_p}: trained roles sample at top_p = 1 '
                          '(the trainer computes log-probs over the whole vocabulary)')
     n_seqs = _all_sum(len(samples))
-    n_tokens = _all_sum(sum(sum(s.loss_mask[1:]) for s in samples))
+    tok = {r: _all_sum(sum(sum(s.loss_mask[1:]) for s in samples if _role(s) == r)) for r in ('agent', 'designer')}
+    n_tokens = tok['agent'] + tok['designer']
     metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0, 'samples': len(samples),
-               'trained_tokens': n_tokens, 'too_long': too_long, **stats}
+               'trained_tokens': n_tokens, 'too_long': too_long, 'gap_sum': 0.0, 'gap_tokens': 0.0, 'tis_cap': self.tis_cap, **stats}
     self.model.train()
     self.opt.zero_grad(set_to_none=True)
     if n_seqs == 0:
         metrics['skipped'] = True
         return metrics
-    roles = ('agent', 'designer') if cfg.separate_adapters else (None,)
     clipped = counted = 0.0
-    for role in roles:
-        todo = [s for s in samples if role is None or s.role == role]
-        if role is not None: self.model.set_adapter(role); self._all_trainable()
-        for batch in micro_batches(todo, cfg.micro_batch_tokens):
+    agent_grads = None
+    for role in ('agent', 'designer'):  # the agent's micro-batches first: the gradient after them is the agent's
+        if cfg.separate_adapters: self.model.set_adapter(role); self._all_trainable()
+        for batch in micro_batches([s for s in samples if _role(s) == role], cfg.micro_batch_tokens):
             c, n = self._micro_step(batch, n_seqs, n_tokens, metrics)
             clipped += c; counted += n
+        if role == 'agent' and tok['agent'] and tok['designer']: agent_grads = [g.clone() for g in self._grads()]
     if (d := _dist()) is not None:
-        for p in self.params:
-            if p.grad is None: p.grad = torch.zeros_like(p)
-            d.all_reduce(p.grad)  # each process holds its share of the global loss: the sum is the whole gradient
+        for g in self._grads() if agent_grads is None else (*agent_grads, *self._grads()):
+            d.all_reduce(g)  # each process holds its share of the global loss: the sum is the whole gradient
+    metrics.update(self._role_shares(agent_grads, tok))
+    metrics['behaviour_gap'] = _all_sum(metrics.pop('gap_sum')) / t if (t := _all_sum(metrics.pop('gap_tokens'))) else None
     metrics['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
     self.opt.step(); self.sched.step()
     self.opt.zero_grad(set_to_none=True)
@@ -361,6 +375,26 @@ def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
 Trainer.train_step = _train_step
 
 # %% ../nbs/15_trainer.ipynb #a02d018f
+def _role(s: Sample) -> str: return 'designer' if s.role == 'designer' else 'agent'
+
+def _grads(self: Trainer) -> list:
+    "Every trainable parameter's gradient as it stands (zeros where there is none yet, so that processes all-reduce the same list)."
+    import torch
+    for p in self.params:
+        if p.grad is None: p.grad = torch.zeros_like(p)
+    return [p.grad for p in self.params]
+
+def _role_shares(self: Trainer, agent_grads: list | None, tok: dict) -> dict:
+    "Each role's token share and gradient norm before clipping: the designer's gradient is the whole minus the agent's, `agent_grads` (None: one role only)."
+    import torch
+    norm = lambda gs: float(torch.sqrt(sum((g.float() ** 2).sum() for g in gs))) if gs else 0.0
+    total = norm([p.grad for p in self.params if p.grad is not None])
+    if agent_grads is None: na, nd = (total, 0.0) if tok['agent'] else (0.0, total)
+    else: na, nd = norm(agent_grads), norm([p.grad - a for p, a in zip(self.params, agent_grads)])
+    n = tok['agent'] + tok['designer']
+    return {'grad_norm_agent': na, 'grad_norm_designer': nd, 'designer_grad_share': nd / (na + nd) if na + nd > 0 else None,
+            'designer_token_share': tok['designer'] / n if n else None}
+
 def _all_trainable(self: Trainer):
     for n, p in self.model.named_parameters():
         if 'lora_' in n: p.requires_grad_(True)
@@ -370,7 +404,7 @@ def _publish(self: Trainer):
     self.policy.model = self.model
     self.policy.adapter_version = self.step or None  # an adapter never updated is the base model
 
-Trainer._all_trainable = _all_trainable
+Trainer._all_trainable, Trainer._grads, Trainer._role_shares = _all_trainable, _grads, _role_shares
 Trainer._publish = _publish
 
 # %% ../nbs/15_trainer.ipynb #f5843a29

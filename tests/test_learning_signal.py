@@ -71,7 +71,7 @@ def test_a_duplicate_design_gets_its_own_penalty_not_the_original_score():
     again = admit_designs(write_designs(policy, mem, None, cfg, seeds.child('b')), mem, {}, cfg, 1, seeds.child('b'))
     assert first.new_envs and not again.new_envs and again.counts['duplicates'] == 1
     dup = again.pending[0]
-    assert dup.reward == cfg.reward.duplicate  # fixed now: it never waits for (and never receives) the original's regret
+    assert dup.reward == cfg.reward.inadmissible == cfg.reward.copy_penalty()  # never the original's regret, and never more than a failed attempt (issue 28)
     assert [r['reason'] for r in again.rows] == ['duplicate', 'syntax'] and 'duplicate' not in again.counts['rejected_by_reason']
 
 
