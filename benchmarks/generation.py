@@ -9,10 +9,11 @@
 3. Where vLLM is installed: what per-request seeds cost it. The backend seeds every request (`_prompt_seed`), so
    a run reproduces; vLLM samples seeded requests one by one. Raw `vllm.LLM.generate` on 64 prompts x 64 new
    tokens, every request seeded against none seeded, on the same engine. Goal: ratio <= 1.10 (past it, the
-   backend would seed once per call instead).
+   backend would seed once per call instead). Its own run (`--seeded`, about five minutes here: 4,096 tokens a call).
 Reported: median wall time over alternating repetitions, and the ratios. About four minutes on 2 CPU cores.
 
     python benchmarks/generation.py [--reps 3] [--batch 16] [--new-tokens 64] [--model embedded] [--no-vllm]
+    python benchmarks/generation.py --seeded [--seeded-batch 64] [--seeded-reps 2]
 """
 import argparse
 import statistics
@@ -38,8 +39,13 @@ def main():
     ap.add_argument('--vllm-reps', type=int, default=4, help='pairs of vLLM calls (an even number alternates evenly)')
     ap.add_argument('--no-vllm', action='store_true', help='measure the HF backend only')
     ap.add_argument('--seeded-batch', type=int, default=64, help='prompts in the seeded-against-unseeded comparison (part 3)')
-    ap.add_argument('--seeded-reps', type=int, default=4, help='pairs of calls in part 3')
+    ap.add_argument('--seeded-reps', type=int, default=2, help='pairs of calls in part 3')
+    ap.add_argument('--seeded', action='store_true', help='part 3 alone: what per-request seeds cost vLLM')
     a = ap.parse_args()
+    if a.seeded:
+        vp = load_policy(LLMConfig(model=a.model, backend='vllm', batch_size=a.seeded_batch))
+        bench_seeded(a, vp)
+        return vp.close()
     policy = load_policy(LLMConfig(model=a.model, batch_size=a.batch))
     prompts = [policy.chat_ids([{'role': 'user', 'content': f'Write a short paragraph about {TOPICS[i % len(TOPICS)]}.'}])
                for i in range(a.batch)]
@@ -112,31 +118,35 @@ def bench_vllm(a, prompts, params, hf_secs):
     print(f'vLLM/HF backend speed {v_rate / hf_rate:.2f}x  ({v_rate:.1f} against {hf_rate:.1f} tokens/s; on a GPU vLLM is expected to win,'
           f' here, a 135M model in float32, eager, on 2 CPU cores, it does not: its per-step costs are not spread over enough'
           f' model work; which of them costs most was not profiled)')
-    bench_seeded(a, vp)
     vp.close()
 
 
-def bench_seeded(a, vp, new_tokens: int = 64):
-    "Part 3: raw vllm.LLM.generate with every request seeded against none seeded (64 prompts x 64 tokens by default)."
+def seeded_cost(llm, prompts: list[list[int]], new_tokens: int = 64, reps: int = 2) -> dict:
+    "Raw `llm.generate` (a `vllm.LLM`) on `prompts`, every request seeded (as the backend sends them) against none seeded: median seconds, their ratio, and whether seeded requests repeat."
     from vllm import SamplingParams as VSP
     from vllm.inputs import TokensPrompt
-    reqs = [TokensPrompt(prompt_token_ids=vp.chat_ids([{'role': 'user', 'content': f'Tell me about {TOPICS[i % len(TOPICS)]} ({i}).'}]))
-            for i in range(a.seeded_batch)]
-    sp = lambda seed: VSP(temperature=1.0, top_p=1.0, max_tokens=new_tokens, min_tokens=new_tokens, logprobs=0, seed=seed)
+    reqs = [TokensPrompt(prompt_token_ids=p) for p in prompts]
+    sp = lambda seed, n=new_tokens: VSP(temperature=1.0, top_p=1.0, max_tokens=n, min_tokens=n, logprobs=0, seed=seed)
     seeded, unseeded = [sp(_prompt_seed(0, i)) for i in range(len(reqs))], [sp(None) for _ in reqs]
-    run = lambda sps: vp.llm.generate(reqs, sps, use_tqdm=False)
-    run(seeded); run(unseeded)  # warm-up
+    llm.generate(reqs[:4], [sp(1)] * len(reqs[:4]), use_tqdm=False)  # warm-up
     t = {0: [], 1: []}
-    for k in range(a.seeded_reps):  # alternate which goes first
+    for k in range(reps):  # alternate which goes first
         for which in ((0, 1) if k % 2 == 0 else (1, 0)):
-            t0 = time.perf_counter(); out = run(seeded if which == 0 else unseeded); t[which].append(time.perf_counter() - t0)
-    again = [list(x.outputs[0].token_ids) for x in run(seeded)]
-    first = [list(x.outputs[0].token_ids) for x in run(seeded)]
+            t0 = time.perf_counter(); llm.generate(reqs, seeded if which == 0 else unseeded, use_tqdm=False); t[which].append(time.perf_counter() - t0)
+    short = [sp(_prompt_seed(0, i), 8) for i in range(len(reqs))]
+    again = [[list(x.outputs[0].token_ids) for x in llm.generate(reqs, short, use_tqdm=False)] for _ in range(2)]
     ms, mu = statistics.median(t[0]), statistics.median(t[1])
-    print(f'per-request seeds, raw vllm.LLM.generate, {len(reqs)} prompts x {new_tokens} new tokens, {a.seeded_reps} reps')
-    print(f'every request seeded  median {ms:.3f} s  ({len(reqs) * new_tokens / ms:.1f} tokens/s); a repeat draws the same tokens: {again == first}')
-    print(f'no request seeded     median {mu:.3f} s  ({len(reqs) * new_tokens / mu:.1f} tokens/s)')
-    print(f'ratio seeded/unseeded {ms / mu:.3f}   (goal <= 1.10: {"met" if ms / mu <= 1.10 else "NOT met"})')
+    return {'seeded_s': ms, 'unseeded_s': mu, 'ratio': ms / mu, 'repeats': again[0] == again[1], 'tokens': len(reqs) * new_tokens}
+
+
+def bench_seeded(a, vp, new_tokens: int = 64):
+    "Part 3: what per-request seeds cost vLLM, `--seeded-batch` prompts x 64 tokens."
+    prompts = [vp.chat_ids([{'role': 'user', 'content': f'Tell me about {TOPICS[i % len(TOPICS)]} ({i}).'}]) for i in range(a.seeded_batch)]
+    r = seeded_cost(vp.llm, prompts, new_tokens, a.seeded_reps)
+    print(f'per-request seeds, raw vllm.LLM.generate, {len(prompts)} prompts x {new_tokens} new tokens, {a.seeded_reps} reps')
+    print(f'every request seeded  median {r["seeded_s"]:.3f} s  ({r["tokens"] / r["seeded_s"]:.1f} tokens/s); seeded requests repeat their tokens: {r["repeats"]}')
+    print(f'no request seeded     median {r["unseeded_s"]:.3f} s  ({r["tokens"] / r["unseeded_s"]:.1f} tokens/s)')
+    print(f'ratio seeded/unseeded {r["ratio"]:.3f}   (goal <= 1.10: {"met" if r["ratio"] <= 1.10 else "NOT met"})')
 
 
 def _vllm_version():

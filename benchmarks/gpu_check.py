@@ -13,6 +13,9 @@ preset's figure it checks (a section whose dependency is missing says so and is 
 5. selfplay    one iteration of the single-gpu preset, counts scaled down, on the real-shape random Qwen3 in bf16, on the
                preset's backend (vLLM) where vLLM is installed, else on its documented fallback (HF), saying which; with
                each stage's generation rate (tokens generated / stage seconds: vLLM's tokens/s where it runs)
+6. seeded      what per-request seeds cost vLLM at the preset's shape (llm.batch_size prompts of 2,048 tokens x 64 new tokens on
+               the real-shape Qwen3-4B): every request seeded, as the backend sends them, against none (goal: ratio <= 1.10);
+               needs vLLM (the dry run: a tiny Qwen3 on vLLM's CPU build, as tests/test_vllm.py runs it)
 
 About 8 minutes on one H200. `--dry-run` runs every section with tiny shapes on the CPU in under a minute
 (CI does): it checks the script, not the figures.
@@ -34,6 +37,7 @@ QWEN3_30B_A3B_LAYER = dict(hidden_size=2048, intermediate_size=6144, moe_interme
                            num_hidden_layers=1, num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=40960)
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
             max_position_embeddings=4096, tie_word_embeddings=True)
+TINY_VLLM = {**TINY, 'hidden_size': 128, 'head_dim': 32}  # vLLM's CPU attention kernels take head_dim >= 32
 TINY_MOE = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, num_hidden_layers=1,
                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096)
 # the scaled-down run: only counts and lengths change (as in tests/test_presets.py)
@@ -236,8 +240,33 @@ def section_selfplay(ck: Check, preset):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def section_seeded(ck: Check, preset):
+    import vllm  # noqa: F401  (missing: the section is skipped and says so)
+    from spade_nb.llm import LLMConfig, load_policy
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from generation import seeded_cost
+    dev, dtype = device_and_dtype(ck.dry)
+    model, tok = qwen3_model(TINY_VLLM if ck.dry else QWEN3_4B, dtype, 'cpu')
+    work = Path(tempfile.mkdtemp(prefix='gpu-check-seeded-'))
+    try:
+        model.save_pretrained(work/'model'); tok.save_pretrained(work/'model')
+        del model
+        batch, prompt_len = (8, 32) if ck.dry else (preset.llm.batch_size, 2048)
+        vp = load_policy(LLMConfig(model=str(work/'model'), backend='vllm', batch_size=batch, max_context=4096,
+                                   dtype='float32' if ck.dry else 'bfloat16', device='cpu' if ck.dry else 'auto'))
+        import numpy as np
+        rng = np.random.default_rng(0)
+        r = seeded_cost(vp.llm, [rng.integers(100, 100000, prompt_len).tolist() for _ in range(batch)], 8 if ck.dry else 64, 1 if ck.dry else 2)
+        vp.close()
+        ck.say('seeded', f'vLLM, {batch} prompts of {prompt_len} tokens x {r["tokens"] // batch} new: every request seeded {r["seeded_s"]:.2f} s, '
+               f'none seeded {r["unseeded_s"]:.2f} s, ratio {r["ratio"]:.3f} (goal <= 1.10: {"met" if r["ratio"] <= 1.10 else "NOT met"}); '
+               f'seeded requests repeat their tokens: {r["repeats"]}', seeded_ratio=r['ratio'], seeded_repeats=r['repeats'])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 SECTIONS = {'env': section_env, 'generation': section_generation, 'trainer': section_trainer, 'moe': section_moe,
-            'selfplay': section_selfplay}
+            'selfplay': section_selfplay, 'seeded': section_seeded}
 
 
 def main():

@@ -109,7 +109,8 @@ def test_a_trained_adapter_reaches_the_server(server):
     before = pol.generate([prompt], SamplingParams(n=4, max_new_tokens=16, seed=1))[0]
     trainer = Trainer(pol, TrainerConfig(lora_r=8, lr=5e-2, total_steps=10))
     batch = [_sample(prompt, c, float(k % 2)) for k, c in enumerate(before)]
-    trainer.train_step(batch)
+    m = trainer.train_step(batch)
+    assert trainer.tis_cap == m['tis_cap'] == 2.0 and 0 <= m['behaviour_gap'] < 1e-3  # the engine's distribution is the trainer's (issue 28)
     after = pol.generate([prompt], SamplingParams(n=4, max_new_tokens=16, seed=1))[0]
     served = lambda: {m['id'] for m in json.load(urllib.request.urlopen(server + '/v1/models'))['data']}
     assert {c.adapter_version for c in after} == {1} and 'default-v1' in served()
@@ -138,6 +139,7 @@ def _check_iteration(tmp_path, cfg):
     run = Run.load(tmp_path/'run')
     assert row['designs'] == 1 and len(run.transcripts(0, 'episodes')) > 0
     assert np.isfinite(row['loss_agent']) and row['win_rate_heldout'] is not None
+    assert row['behaviour_gap'] is not None and row['behaviour_gap'] < 0.05, row['behaviour_gap']  # per update, on the engine's tokens
     assert row['adapter_version'] == (1 if row['zero_variance_share'] < 1 else None)
     print({k: row[k] for k in ('admitted', 'agent_samples', 'designer_samples', 'loss_agent', 'win_rate_heldout', 'seconds')})
     return sp
@@ -169,3 +171,16 @@ def test_the_single_gpu_preset_on_a_random_qwen3_on_the_vllm_backend(tmp_path, c
     (row,) = run.metrics
     assert run.config.llm.backend == 'vllm' and row['designs'] == 2 and np.isfinite(row['loss_agent']) and row['agent_samples'] > 0
     assert row['heldout_episodes'] == 2 + 16 and any(r.get('turns', 0) == 2 for r in run.transcripts(0, 'episodes'))
+
+
+def test_the_gpu_checks_seeded_section_runs_dry_on_vllm(tmp_path):
+    "benchmarks/gpu_check.py's seeded section (what per-request seeds cost vLLM) end to end on a tiny Qwen3, so the GPU session's run has run."
+    require('vllm')
+    import json
+    out = tmp_path/'figures.json'
+    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'gpu_check.py'), '--dry-run', '--sections', 'seeded', '--json', str(out)],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert got['status'] == {'seeded': 'ok'}, got['status']
+    assert got['figures']['seeded']['seeded_ratio'] > 0 and got['figures']['seeded']['seeded_repeats'] is True
