@@ -10,7 +10,7 @@ import importlib.metadata
 import platform
 import sys
 
-from .core import ConfigError
+from .core import ConfigError, visible
 from .embedded import EmbeddedModelError, embedded_cache_state
 
 # %% auto #0
@@ -61,7 +61,7 @@ def _generate(args) -> int:
     policy = load_policy(cfg)
     prompt = policy.chat_ids([{'role': 'user', 'content': args.prompt}])
     for c in policy.generate([prompt], params)[0]:
-        print(c.text.strip())
+        print(visible(c.text.strip()))  # a model's text, its escapes visible
         print(f"  [{len(c.token_ids)} tokens, {c.finish_reason}, mean log-prob {sum(c.logprobs) / max(1, len(c.logprobs)):.3f}]")
     return 0
 
@@ -114,16 +114,16 @@ def _play(args) -> int:
     code, _ = env_source(int(args.env) if memory else args.env, memory)
     with SandboxedEnv(code) as env:
         obs, _ = env.reset(seed=args.seed)
-        print(f'{env.class_name} ({env.kind}), seed {args.seed}. Type your action; for a ToolEnv a tool call as JSON or \\boxed{{answer}}; Ctrl-D quits.')
-        if env.kind == 'ToolEnv': print('tools: ' + ', '.join(_signature(t) for t in env.tools))
-        print(obs)
+        print(visible(f'{env.class_name} ({env.kind}), seed {args.seed}.') + f' Type your action; for a ToolEnv a tool call as JSON or \\boxed{{answer}}; Ctrl-D quits.')
+        if env.kind == 'ToolEnv': print(visible('tools: ' + ', '.join(_signature(t) for t in env.tools)))
+        print(visible(obs))
         r = 0.0
         for _ in range(env.max_turns or 25):
             try: line = input('> ')
             except EOFError: break
             action = line if env.kind == 'TextEnv' else (parse_action('ToolEnv', line)[0] or line)
             obs, r, term, trunc, _ = env.step(action)
-            print(obs)
+            print(visible(obs))
             if term or trunc: break
         print(f'return {r}')
     return 0
@@ -150,14 +150,14 @@ def _memory(args) -> int:
     mem = EnvMemory(path)
     if args.action == 'list':
         for r in mem.records():
-            print(f'{r.id:>5} {r.class_name:<24} {r.skill:<15} {r.origin:<8} regret {r.regret if r.regret is not None else "-"!s:<8} '
-                  f'win {r.win_rate_nohint if r.win_rate_nohint is not None else "-"!s:<6} {r.summary[:60]}')
+            print(visible(f'{r.id:>5} {r.class_name:<24} {r.skill:<15} {r.origin:<8} regret {r.regret if r.regret is not None else "-"!s:<8} '
+                          f'win {r.win_rate_nohint if r.win_rate_nohint is not None else "-"!s:<6} {r.summary[:60]}'))
         print(f'{len(mem)} environments, {len(mem.rejected())} rejected designs')
     elif args.action == 'show':
         if args.id is None: raise ValueError('memory show needs an environment id')
         r = mem.get(args.id)
-        print(f'{r.class_name} ({r.kind}, {r.skill}, {r.origin}); provenance {r.provenance}; scores {mem.history(r.id)}')
-        print(r.code)
+        print(visible(f'{r.class_name} ({r.kind}, {r.skill}, {r.origin}); provenance {r.provenance}; scores {mem.history(r.id)}'))
+        print(visible(r.code))
     else:
         if not args.out: raise ValueError('memory export needs --out FILE')
         print(f'exported {mem.export(args.out)} environments to {args.out}')
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     try: return args.run(args)
     except (ConfigError, EmbeddedModelError, OSError, ValueError, KeyError, RuntimeError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)  # a KeyError's str() is its repr, quotes and all
-        print(f"spade {args.command}: error: {str(msg).splitlines()[0]}", file=sys.stderr)
+        print(f"spade {args.command}: error: {visible((str(msg).splitlines() or [''])[0])}", file=sys.stderr)  # messages quote environments
         return 2
     except KeyboardInterrupt:
         print(f"spade {args.command}: interrupted", file=sys.stderr)

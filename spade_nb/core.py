@@ -10,6 +10,7 @@ import difflib
 import hashlib
 import math
 import random
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -19,8 +20,8 @@ from typing import Any, Literal, Mapping, Union
 import numpy as np
 
 # %% auto #0
-__all__ = ['FINISH_REASONS', 'ROLES', 'ENDINGS', 'Completion', 'Sample', 'episode_return', 'is_win', 'ConfigError', 'Config',
-           'Seeds', 'seed_everything']
+__all__ = ['FINISH_REASONS', 'ROLES', 'ENDINGS', 'Completion', 'Sample', 'episode_return', 'is_win', 'valid_text', 'visible',
+           'ConfigError', 'Config', 'Seeds', 'seed_everything']
 
 # %% ../nbs/00_core.ipynb #8201901f
 FINISH_REASONS = ('stop', 'length', 'context')
@@ -110,6 +111,27 @@ def episode_return(rewards: list[float], ended_by: str = 'env') -> float:
 def is_win(ret: float) -> bool:
     "A win is a return of 1."
     return ret >= 1.0 - 1e-9
+
+# %% ../nbs/00_core.ipynb #d0df5082
+_SURROGATE = re.compile('[\ud800-\udfff]')
+
+def valid_text(x):
+    "`x` with every lone surrogate replaced by U+FFFD: in a string, or in the strings, keys and values of nested lists and dicts."
+    if isinstance(x, str): return _SURROGATE.sub('\ufffd', x) if _SURROGATE.search(x) else x
+    if isinstance(x, (list, tuple)): return [valid_text(v) for v in x]
+    if isinstance(x, dict): return {valid_text(k): valid_text(v) for k, v in x.items()}
+    return x
+
+_BIDI = frozenset('\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069')
+
+def visible(text: str) -> str:
+    "`text` for a terminal: control characters (C0, DEL, C1) but newline and tab, and bidirectional controls, written as escapes."
+    out = []
+    for c in valid_text(str(text)):
+        o = ord(c)
+        if (o < 32 and c not in '\n\t') or 127 <= o < 160 or c in _BIDI: out.append(f'\\x{o:02x}' if o < 256 else f'\\u{o:04x}')
+        else: out.append(c)
+    return ''.join(out)
 
 # %% ../nbs/00_core.ipynb #46f55d95
 class ConfigError(ValueError):

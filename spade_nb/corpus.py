@@ -17,6 +17,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from .core import valid_text
+
 # %% auto #0
 __all__ = ['CorpusError', 'Document', 'english_share', 'make_filter', 'truncate', 'Corpus', 'pydoc_documents', 'stdlib_documents',
            'wikipedia_documents']
@@ -35,6 +37,7 @@ class Document:
     metadata: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        self.text, self.id = valid_text(self.text), valid_text(self.id)  # a lone surrogate from a JSON line would raise wherever the text goes next
         if not self.sha256: self.sha256 = hashlib.sha256(self.text.encode('utf-8')).hexdigest()
 
     @property
@@ -153,7 +156,7 @@ class Corpus:
                     try:
                         text = _jsonl_text(json.loads(raw), path, line)
                         if keep is None or keep(text): offsets.append((pos, line))
-                    except (ValueError, CorpusError) as e:
+                    except (ValueError, RecursionError, CorpusError) as e:  # RecursionError: a line nested too deep to parse
                         if not skip_bad:
                             raise CorpusError(str(e) if isinstance(e, CorpusError) else f'{path}:{line}: malformed JSON ({e})') from None
                         self.skipped += 1

@@ -166,7 +166,7 @@ def learning_config(iterations: int = 10, overrides=()):
         'designer.skills=[reasoning_game]', 'designer.temperature=1.0', 'hints.source=inline', 'rollout.max_turns=1',
         'rollout.max_new_tokens=8', 'rollout.demonstrations=0', 'rollout.audit=0', 'llm.max_context=1024', 'trainer.lr=3e-3',
         'trainer.separate_adapters=true', 'trainer.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]',
-        'trainer.gradient_checkpointing=false', 'trainer.max_seq_len=1024', *overrides])
+        'trainer.gradient_checkpointing=false', 'trainer.max_seq_len=1024', 'reward.novelty_from=null', *overrides])
 
 # %% ../nbs/16c_learning.ipynb #4abafdb5
 def _flipped(compute):

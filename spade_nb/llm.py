@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
@@ -193,6 +194,8 @@ def _chat_ids(self: HFPolicy, messages, *, add_generation_prompt=True, tools=Non
     "The conversation rendered by the chat template (with `tools` for templates that have native tool calling)."
     if not getattr(self.tokenizer, 'chat_template', None):
         raise ValueError(f"{self.name}: the tokenizer has no chat template")
+    if any(m.get('role') != 'assistant' and self._holds_special(m.get('content')) for m in messages) or self._holds_special(tools):
+        return self._chat_ids_plain(messages, add_generation_prompt, tools)  # outside text spelling a chat marker: never the marker
     kw = {'tools': [{'type': 'function', 'function': t} for t in tools]} if tools else {}
     ids = self.tokenizer.apply_chat_template([dict(m) for m in messages], add_generation_prompt=add_generation_prompt,
                                              tokenize=True, return_dict=False, **kw)
@@ -231,6 +234,48 @@ HFPolicy._close_tail = _close_tail
 HFPolicy.rewrites_turns = _rewrites_turns
 HFPolicy.append_turn = _append_turn
 HFPolicy.decode = _decode
+
+# %% ../nbs/02_llm.ipynb #07ee5107
+_MARK = re.compile('\ue000(\\d+)\ue001')  # private-use sentinels: where a message's text goes in the rendered template
+
+def _special_texts(self: HFPolicy) -> tuple[str, ...]:
+    "The strings the tokenizer reads as special tokens (the chat markers among them), longest first."
+    if getattr(self, '_specials', None) is None:
+        tok, added = self.tokenizer, getattr(self.tokenizer, 'added_tokens_decoder', None) or {}
+        found = set(tok.all_special_tokens) | {t.content for t in added.values() if getattr(t, 'special', False)}
+        self._specials = tuple(sorted((s for s in found if s), key=len, reverse=True))
+    return self._specials
+
+def _holds_special(self: HFPolicy, x) -> bool:
+    "Does `x` (a string, or the strings in a nested list or dict) spell a special token?"
+    if isinstance(x, str): return any(s in x for s in self._special_texts())
+    if isinstance(x, dict): return any(self._holds_special(k) or self._holds_special(v) for k, v in x.items())
+    if isinstance(x, (list, tuple)): return any(self._holds_special(v) for v in x)
+    return False
+
+def _chat_ids_plain(self: HFPolicy, messages, add_generation_prompt: bool, tools) -> list[int]:
+    "`chat_ids` with each non-assistant message (and tool-schema string) that spells a special token tokenized as plain text."
+    import json
+    texts = []
+    def mark(s: str, escaped: bool) -> str:
+        texts.append(json.dumps(s, ensure_ascii=False)[1:-1] if escaped else s)
+        return f'\ue000{len(texts) - 1}\ue001'
+    def walk(x):  # a schema goes in through tojson: its strings JSON-escaped
+        if isinstance(x, str): return mark(x, True) if self._holds_special(x) else x
+        if isinstance(x, dict): return {walk(k): walk(v) for k, v in x.items()}
+        return [walk(v) for v in x] if isinstance(x, (list, tuple)) else x
+    msgs = [{**m, 'content': mark(m['content'], False)} if m.get('role') != 'assistant' and self._holds_special(m.get('content'))
+            else dict(m) for m in messages]
+    kw = {'tools': walk([{'type': 'function', 'function': t} for t in tools])} if tools else {}
+    text = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=add_generation_prompt, tokenize=False, **kw)
+    enc = lambda s, plain=False: self.tokenizer(s, add_special_tokens=False, split_special_tokens=plain)['input_ids'] if s else []
+    ids, pos = [], 0
+    for m in _MARK.finditer(text):
+        ids += enc(text[pos:m.start()]) + enc(texts[int(m.group(1))], plain=True)
+        pos = m.end()
+    return [int(i) for i in ids + enc(text[pos:])]
+
+HFPolicy._special_texts, HFPolicy._holds_special, HFPolicy._chat_ids_plain = _special_texts, _holds_special, _chat_ids_plain
 
 # %% ../nbs/02_llm.ipynb #9385de2d
 def _adapter_scope(self: HFPolicy, use_adapter: bool, name: str | None = None):

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .admission import Replay
-from .core import is_win
+from .core import is_win, valid_text
 from .designer import Exemplar
 
 # %% auto #0
@@ -578,15 +578,18 @@ def _export(self: EnvMemory, path: str | Path) -> int:
     return n
 
 def _import_jsonl(self: EnvMemory, path: str | Path, *, iteration: int = 0) -> tuple[int, int]:
-    "Add the records of an exported file (deduplicated as usual): (added, duplicates)."
+    "Add the records of an exported file (deduplicated as usual): (added, duplicates). Each is admitted again when a run opens (`admission_version` 0, whatever the file claims)."
     added = dup = 0
     for line_no, line in enumerate(open(path, encoding='utf-8'), 1):
         if not line.strip(): continue
-        try: d = json.loads(line)
-        except json.JSONDecodeError as e: raise ValueError(f'{path}:{line_no}: malformed JSON ({e})') from None
+        try: d = valid_text(json.loads(line))
+        except (ValueError, RecursionError) as e: raise ValueError(f'{path}:{line_no}: malformed JSON ({str(e)[:200]})') from None
+        if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in ('code', 'class_name', 'kind', 'skill')):
+            raise ValueError(f'{path}:{line_no}: not an environment record (needs code, class_name, kind and skill as strings)')
         hist = d.pop('history', [])
-        d.pop('id', None); d.pop('near_duplicate_of', None); d.pop('max_similarity', None)  # recomputed against this memory
-        try: rec = EnvRecord(**{**d, 'origin': 'import', 'iteration': iteration})
+        for k in ('id', 'near_duplicate_of', 'max_similarity', 'sha256', 'structural_fp'): d.pop(k, None)  # recomputed here, from the code
+        for k in ('behavioural_fp', 'replays'): d.pop(k, None)  # what admission measures: the import's claim is not evidence
+        try: rec = EnvRecord(**{**d, 'origin': 'import', 'iteration': iteration, 'admission_version': 0})  # 0: admitted again when a run opens
         except TypeError as e: raise ValueError(f'{path}:{line_no}: not an environment record ({e})') from None
         env_id, new = self.add(rec)
         added += new; dup += not new

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from .core import Config
+from .core import Config, valid_text
 
 # %% auto #0
 __all__ = ['TIER_GUARANTEES', 'SandboxLimits', 'SandboxError', 'stage_dir', 'sandbox_tier', 'sandbox_defences', 'check_tools',
@@ -451,7 +451,7 @@ def _read(self: _Worker, timeout: float, expect_id) -> dict:
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise SandboxError('protocol', f'malformed reply: {str(e)[:200]}') from None
         if not isinstance(msg, dict) or _depth(msg) > 32: raise SandboxError('protocol', 'reply is not a JSON object of bounded depth')
-        if expect_id is None or msg.get('id') == expect_id: return msg
+        if expect_id is None or msg.get('id') == expect_id: return valid_text(msg)  # a lone surrogate would raise wherever its text goes next
     raise SandboxError('protocol', 'too many frames with a wrong request id')
 
 _Worker._read_n = _read_n

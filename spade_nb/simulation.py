@@ -109,7 +109,7 @@ def _sim_config(designs: int, iterations: int, seeds_per_env: int, plays: int, o
         'selfplay.use_corpus=false', 'selfplay.format_bonus=0', 'selfplay.progress_bonus=0', 'designer.max_new_tokens=1024',
         'designer.n_positive=0', 'designer.n_negative=0', 'designer.edit_share=0', 'designer.skills=[reasoning_game]',
         'hints.source=self', 'hints.max_new_tokens=24', 'rollout.max_turns=1', 'rollout.max_new_tokens=8', 'rollout.demonstrations=0',
-        'llm.max_context=2048', *overrides])
+        'llm.max_context=2048', 'reward.novelty_from=null', *overrides])  # the ladders are one template stamped per difficulty: near-copies by construction
 
 def simulate(run_dir: str | Path, skills=(2.0, 4.0, 6.0), *, seeds_per_env: int = 4, plays: int = 2, overrides=(), seed: int = 0) -> dict:
     "Run the loop with a `SimulatedAgent` whose skill is `skills[it]` at iteration `it`: its per-ladder rows, the split environments', copies and replays."

@@ -184,3 +184,12 @@ def test_the_gpu_checks_seeded_section_runs_dry_on_vllm(tmp_path):
     got = json.loads(out.read_text())
     assert got['status'] == {'seeded': 'ok'}, got['status']
     assert got['figures']['seeded']['seeded_ratio'] > 0 and got['figures']['seeded']['seeded_repeats'] is True
+
+
+def test_the_generation_benchmarks_seeded_part_runs_small_on_vllm(tmp_path):
+    "benchmarks/generation.py --seeded (what per-request seeds cost vLLM) at small sizes, its figure beside its goal."
+    require('vllm')
+    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'generation.py'), '--seeded', '--seeded-batch', '4', '--seeded-reps', '1'],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert 'ratio seeded/unseeded' in p.stdout and 'seeded requests repeat their tokens: True' in p.stdout, p.stdout[-2000:]
