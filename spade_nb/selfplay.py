@@ -339,6 +339,7 @@ class IterationMetrics:
     share_seconds_environments: float | None = None  # share of stage time spent making environments (design, admission, hints) rather than playing, training and evaluating
     share_tokens_environments: float | None = None  # share of generated tokens spent making environments (designs, hints) rather than playing
 
+# %% ../nbs/16_selfplay.ipynb #0a8ef9bf
 def _field_docs(cls) -> dict[str, str]:
     "Each field's trailing comment in `cls`'s source: the documentation of a record's fields."
     import importlib, inspect, re
@@ -851,14 +852,17 @@ class SelfPlay:
                  f"held-out {_fmt(row['win_rate_heldout'])}, losses {_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
         return row
 
-    def _evaluate(self, stage, seeds: Seeds, stream: str, what: str = '') -> Evaluation:
-        "The held-out set played without hints, on the run's held-out seeds (the same at every evaluation: the curve is paired)."
-        stage('eval', f'{len(self.heldout)} held-out environments' + (f', {what}' if what else ''))
-        sp = self.cfg.selfplay
-        return evaluate_heldout(self.policy, self.heldout, self.cfg.rollout, self.cfg.admission.limits, eval_seeds=sp.eval_seeds,
-                                rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed(stream) % 2**31)
-
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
+
+# %% ../nbs/16_selfplay.ipynb #be81905d
+def _evaluate(self: SelfPlay, stage, seeds: Seeds, stream: str, what: str = '') -> Evaluation:
+    "The held-out set played without hints, on the run's held-out seeds (the same at every evaluation: the curve is paired)."
+    stage('eval', f'{len(self.heldout)} held-out environments' + (f', {what}' if what else ''))
+    sp = self.cfg.selfplay
+    return evaluate_heldout(self.policy, self.heldout, self.cfg.rollout, self.cfg.admission.limits, eval_seeds=sp.eval_seeds,
+                            rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed(stream) % 2**31)
+
+SelfPlay._evaluate = _evaluate
 
 # %% ../nbs/16_selfplay.ipynb #0893758d
 def _play(self: SelfPlay, it: int, designed: DesignOutcome | None, seeds: Seeds, stage, secs: dict) -> tuple:

@@ -341,14 +341,14 @@ def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     tok = {r: _all_sum(sum(sum(s.loss_mask[1:]) for s in samples if _role(s) == r)) for r in ('agent', 'designer')}
     n_tokens = tok['agent'] + tok['designer']
     metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0, 'samples': len(samples),
-               'trained_tokens': n_tokens, 'too_long': too_long, 'gap_sum': 0.0, 'gap_tokens': 0.0, 'tis_cap': self.tis_cap, **stats}
+               'trained_tokens': n_tokens, 'too_long': too_long, 'tis_cap': self.tis_cap, **stats}
     self.model.train()
     self.opt.zero_grad(set_to_none=True)
     if n_seqs == 0:
         metrics['skipped'] = True
         return metrics
     clipped = counted = 0.0
-    agent_grads = None
+    agent_grads, metrics['gap_sum'], metrics['gap_tokens'] = None, 0.0, 0.0  # the behaviour gap's sums (popped below)
     for role in ('agent', 'designer'):  # the agent's micro-batches first: the gradient after them is the agent's
         if cfg.separate_adapters: self.model.set_adapter(role); self._all_trainable()
         for batch in micro_batches([s for s in samples if _role(s) == role], cfg.micro_batch_tokens):
