@@ -25,7 +25,7 @@ from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Wor
 # %% auto #0
 __all__ = ['REASONS', 'ADMISSION_VERSION', 'PROBE_ACTIONS', 'Replay', 'transcript_digest', 'Verdict', 'AdmissionConfig',
            'check_structure', 'normalize_tokens', 'find_tokens', 'control_policies', 'leak_text', 'leak_targets',
-           'joined_numbers', 'gives_away', 'admit', 'behaviour_fingerprint', 'admit_many']
+           'joined_numbers', 'leak_finder', 'gives_away', 'admit', 'behaviour_fingerprint', 'admit_many']
 
 # %% ../nbs/07_admission.ipynb #d0f71317
 REASONS = {
@@ -169,10 +169,24 @@ def normalize_tokens(text: str) -> list[str]:
     flush()
     return out
 
+def _vocab(runs) -> dict[str, str]:
+    "One character for each distinct token of `runs` (from U+0002, past the surrogates): a run of tokens becomes a string."
+    v = {}
+    for run in runs:
+        for tok in run:
+            if tok not in v: k = len(v) + 2; v[tok] = chr(k if k < 0xD800 else k + 0x800)
+    return v
+
+def _spelled(tokens: list[str], vocab: dict) -> str: return ''.join(vocab.get(tok, '\x01') for tok in tokens)  # U+0001: any other token
+
 def find_tokens(needle: list[str], hay: list[str]) -> list[int]:
-    "Start positions of `needle` as a run of whole tokens in `hay`."
-    n = len(needle)
-    return [i for i in range(len(hay) - n + 1) if n and hay[i:i + n] == needle]
+    "Start positions of `needle` as a run of whole tokens in `hay` (each token one character: the string search's cost, not len(hay) x len(needle))."
+    if not needle: return []
+    vocab = _vocab([needle]); n, h = _spelled(needle, vocab), _spelled(hay, vocab)
+    out, i = [], h.find(n)
+    while i >= 0: out.append(i); i = h.find(n, i + 1)
+    return out
+
 
 # %% ../nbs/07_admission.ipynb #d976a55f
 PROBE_ACTIONS = ['', 'a', '0', '1', 'yes', 'up', 'hello world', final_answer(''), final_answer('0')]
@@ -220,7 +234,10 @@ def control_policies(kind: str) -> dict:
         n = int(rng.choice([1, 2, 3, 5, 8, 13, 24, 64]))
         return wrap(''.join(_PRINTABLE[i] for i in rng.integers(0, len(_PRINTABLE), n)))
     def observed(obs, rng, state):  # a few words of the observations, as written or in another case
-        words = ' '.join(obs).split() or ['']
+        words = state.setdefault('words', [])  # the words of every observation so far, each split once
+        for o in obs[state.get('split', 0):]: words.extend(o.split())
+        state['split'] = len(obs)
+        words = words or ['']
         i = int(rng.integers(len(words)))
         w = ' '.join(words[i:i + int(rng.integers(1, 4))])
         return wrap([w, w.upper(), w.lower(), w.title(), w.strip(string.punctuation)][int(rng.integers(5))])
@@ -309,12 +326,21 @@ def joined_numbers(tokens: list[str]) -> list[str]:
         else: out.append(t)
     return out
 
+def leak_finder(targets: list[list[str]], common: set[str] = frozenset()):
+    "A test of token lists: does a target appear in them (as they are, or with numbers joined), with a token not in `common`?"
+    # a match's tokens are the target's own, so only targets with a token not in `common` are looked for; each test is one
+    # substring search per target in the tokens spelled once: linear in their length, whatever the targets repeat
+    plain = [n for n in targets if n and any(tok not in common for tok in n)]
+    joined = [n for n in map(joined_numbers, targets) if n and any(tok not in common for tok in n)]
+    forms = [(vocab := _vocab(ns), [_spelled(n, vocab) for n in ns], f) for ns, f in ((plain, list), (joined, joined_numbers)) if ns]
+    def found(tokens: list[str]) -> bool:
+        return any(any(n in h for n in needles) for vocab, needles, f in forms if (h := _spelled(f(tokens), vocab)))
+    return found
+
 def gives_away(targets: list[list[str]], tokens: list[str], common: set[str] = frozenset()) -> bool:
     "Does a target appear in `tokens` (as they are, or with numbers joined), with at least one token of the match not in `common`?"
-    for target in targets:
-        for hay, needle in ((tokens, target), (joined_numbers(tokens), joined_numbers(target))):
-            if any(any(t not in common for t in hay[i:i + len(needle)]) for i in find_tokens(needle, hay)): return True
-    return False
+    return leak_finder(targets, common)(tokens)
+
 
 # %% ../nbs/07_admission.ipynb #ddb1e5bf
 @dataclass
@@ -401,7 +427,11 @@ def _leaks(t: _Trial) -> tuple[str, str] | None:
             for s in t.seeds}
     common = set.intersection(*({x for toks in seen[s] for x in toks + joined_numbers(toks)} for s in t.seeds))
     common_actions = set.intersection(*(set(t.sols[s]) for s in t.seeds))  # "up" in a movement game is no secret
-    leaks = [s for s in t.seeds if any(gives_away(leak_targets(kind, t.sols[s], common_actions), toks, common) for toks in seen[s])]
+    leaks = []
+    for s in t.seeds:
+        t.budget.check()
+        found = leak_finder(leak_targets(kind, t.sols[s], common_actions), common)
+        if any(found(toks) for toks in seen[s]): leaks.append(s)
     t.m['leak_seeds'] = leaks
     if len(leaks) > t.cfg.leak_share * len(t.seeds):
         return 'answer_leak', (f'the answer, or one of its actions, appears in an observation before the win on {len(leaks)} '
@@ -412,7 +442,7 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
           pool: WorkerPool | None = None) -> Verdict:
     "Run every admission check on `code` in the sandbox; fail closed."
     cfg = config or AdmissionConfig()
-    t0 = time.perf_counter()
+    t0, budget = time.perf_counter(), _Budget(cfg.budget_seconds)  # the whole admission, from the first load, checks included
     if (bad := check_structure(code)) is not None: return bad
     seeds = _seeds_for(seeds, cfg.n_seeds)
     crng = np.random.default_rng([s % 2 ** 32 for s in seeds] + [7])
@@ -422,17 +452,17 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
     env = env2 = env3 = spare = spare3 = None
     try:
         spare = pool.acquire() if pool else _Worker(sandbox_tier(), cfg.limits)  # boots while the first worker works
-        env = SandboxedEnv(code, cfg.limits, pool=pool)
+        env = SandboxedEnv(code, cfg.limits, pool=pool, deadline=budget.end)
         verdict.class_name, verdict.kind = env.class_name, env.kind
         m['timings']['load'] = time.perf_counter() - t0
-        t = _Trial(env, seeds, control_seeds, cfg, _Budget(cfg.budget_seconds), m)
+        t = _Trial(env, seeds, control_seeds, cfg, budget, m)
         if (why := _certify(t) or _interleaving(t)): return _reject(verdict, *why)
-        env2, spare = SandboxedEnv(code, cfg.limits, worker=spare), None
+        env2, spare = SandboxedEnv(code, cfg.limits, worker=spare, deadline=budget.end), None
         spare3 = pool.acquire() if pool else _Worker(sandbox_tier(), cfg.limits)  # the controls' worker boots meanwhile
         if (why := _fresh_worker(t, env2)): return _reject(verdict, *why)
         env2.close()
         if (why := _one_puzzle(t)): return _reject(verdict, *why)
-        env3, spare3 = SandboxedEnv(code, cfg.limits, worker=spare3), None
+        env3, spare3 = SandboxedEnv(code, cfg.limits, worker=spare3, deadline=budget.end), None
         if (why := _controls(t, env3) or _cross_seed(t) or _leaks(t)): return _reject(verdict, *why)
         # 9. what play re-sends: each seed's certified actions, and a near miss of them played in the controls' worker
         m['replays'] = [asdict(r) for s in seeds for r in (Replay(s, t.sols[s], transcript_digest(t.cert[s])),

@@ -30,8 +30,8 @@ import gymnasium as gym
 from .core import Config, valid_text
 
 # %% auto #0
-__all__ = ['TIER_GUARANTEES', 'SandboxLimits', 'SandboxError', 'stage_dir', 'sandbox_tier', 'sandbox_defences', 'check_tools',
-           'SandboxedEnv', 'spawn_worker', 'WorkerPool']
+__all__ = ['SCRATCH_POLL', 'TIER_GUARANTEES', 'SandboxLimits', 'SandboxError', 'stage_dir', 'sandbox_tier', 'sandbox_defences',
+           'check_tools', 'SandboxedEnv', 'spawn_worker', 'WorkerPool']
 
 # %% ../nbs/06_sandbox.ipynb #2b38c48f
 @dataclass
@@ -332,12 +332,80 @@ def _kill_all():
     for w in list(_LIVE): w.kill()
 atexit.register(_kill_all)
 
+# %% ../nbs/06_sandbox.ipynb #a5e0ab33
+_UNSHARE: list = []  # util-linux's unshare where it can make a time namespace as an unprivileged user, else ''
+
+def _time_namespace() -> list[str]:
+    "A command prefix that starts a worker in a time namespace whose monotonic and boot clocks read 0 now; [] where none can be made."
+    if not _UNSHARE:
+        exe, ok = shutil.which('unshare'), False
+        if exe:
+            try:
+                ok = subprocess.run([exe, '-U', '-c', '--time', '--monotonic=0', '--boottime=0', 'true'], capture_output=True, timeout=10,
+                                    user=65534 if os.geteuid() == 0 else None, group=65534 if os.geteuid() == 0 else None).returncode == 0
+            except (OSError, subprocess.SubprocessError): ok = False
+        _UNSHARE.append(exe if ok else '')
+    if not _UNSHARE[0]: return []
+    mono, boot = (int(time.clock_gettime(c)) for c in (time.CLOCK_MONOTONIC, time.CLOCK_BOOTTIME))
+    return [_UNSHARE[0], '-U', '-c', '--time', f'--monotonic=-{mono}', f'--boottime=-{boot}']
+
+
+# %% ../nbs/06_sandbox.ipynb #5426dd3c
+def _scratch_bytes(path: str, cap: int, max_entries: int = 10_000) -> int:
+    "Disk the files under a host scratch folder take (tiers without bubblewrap's tmpfs), counted until past `cap`; more than `max_entries` entries count as past it."
+    total, seen, todo = 0, 0, [path]
+    while todo and total <= cap:
+        try: entries = list(os.scandir(todo.pop()))
+        except OSError: continue
+        for e in entries:
+            seen += 1
+            if seen > max_entries: return cap + 1
+            try:
+                if e.is_dir(follow_symlinks=False): todo.append(e.path)
+                else: total += e.stat(follow_symlinks=False).st_blocks * 512
+            except OSError: pass
+    return total
+
+SCRATCH_POLL = 0.2  # seconds between two measures of the host scratch folders
+_WATCHED: set = set()  # workers with a host scratch folder
+_WATCHER: list = []  # the one watcher thread, once started
+
+def _watch_scratch():
+    "Measure every watched worker's scratch folder each SCRATCH_POLL seconds; kill those past their cap."
+    while True:
+        time.sleep(SCRATCH_POLL)
+        for w in list(_WATCHED):
+            path, cap = w.scratch, w.limits.scratch_mb << 20
+            if path is None or w.dead or w.overfull: continue
+            if (held := _scratch_bytes(path, cap)) > cap:
+                w.overfull = (f'the scratch folder holds {held >> 20} MB or more, or too many files, between calls; '
+                              f'at most {w.limits.scratch_mb} MB (SandboxLimits.scratch_mb)')
+                _stop(w)
+
+def _watch(w: _Worker):
+    "Have the watcher measure `w`'s host scratch folder from now until it is killed."
+    _WATCHED.add(w)
+    if not _WATCHER:
+        _WATCHER.append(threading.Thread(target=_watch_scratch, name='spade-scratch-watcher', daemon=True))
+        _WATCHER[0].start()
+
+def _stop(self: _Worker):
+    "SIGKILL the worker's processes and nothing else (safe from another thread: no pipe or folder is closed here)."
+    if self.cgroup: self.cgroup.kill()
+    for pid in (self.child_pid, getattr(self.proc, 'pid', None)):
+        if pid:
+            try: os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError): pass
+
+
+
 # %% ../nbs/06_sandbox.ipynb #3607dadf
 class _Worker:
     "One worker process and its two protocol pipes (parent side)."
     def __init__(self, tier: str, limits: SandboxLimits):
         self.limits, self.tier, self.dead, self.cgroup, self._uid_fd, self._info_r = limits, tier, None, None, None, None
         self.child_pid = None  # the sandboxed process's host pid, under bubblewrap (bubblewrap itself is self.proc)
+        self.overfull = None  # why the scratch watcher killed this worker between calls, or None
         stage, exe = stage_dir(), _interpreter()
         as_root = os.geteuid() == 0
         uid = None
@@ -364,6 +432,7 @@ class _Worker:
             self._info_r, info_w = os.pipe()
             fds.append(info_w)
             cmd = _bwrap_args(stage, exe, limits, info_w) + ['--clearenv'] + sum((['--setenv', k, v] for k, v in env.items()), []) + cmd
+        if 'seccomp' in tier: cmd = _time_namespace() + cmd
         try:
             self.cgroup = _make_cgroup(limits)
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -377,6 +446,7 @@ class _Worker:
         for fd in (self.req_w, self.rep_r): os.set_blocking(fd, False)
         _LIVE.add(self)
         self.started, self.ready_seconds, self.uid, self.hello = time.perf_counter(), None, None, {}
+        if scratch: _watch(self)
 
 # %% ../nbs/06_sandbox.ipynb #d072dafa
 def _wait_ready(self: _Worker):
@@ -442,39 +512,26 @@ def _death(self: _Worker) -> tuple[str, str]:
     return 'crash', f'worker exited (status {code})'
 
 def _read(self: _Worker, timeout: float, expect_id) -> dict:
+    "The one frame that answers the call: the parent reads and parses at most `max_frame_bytes` per call, whatever the worker writes."
     deadline = time.monotonic() + timeout
-    for _ in range(64):  # frames with a wrong id are discarded (a forged or stale frame), up to a point
-        (n,) = struct.unpack('>I', self._read_n(4, deadline))
-        if n > self.limits.max_frame_bytes:
-            raise SandboxError('output_too_large', f'a reply of {n} bytes exceeds the {self.limits.max_frame_bytes}-byte cap')
-        try: msg = json.loads(self._read_n(n, deadline).decode('utf-8'), parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise SandboxError('protocol', f'malformed reply: {str(e)[:200]}') from None
-        if not isinstance(msg, dict) or _depth(msg) > 32: raise SandboxError('protocol', 'reply is not a JSON object of bounded depth')
-        if expect_id is None or msg.get('id') == expect_id: return valid_text(msg)  # a lone surrogate would raise wherever its text goes next
-    raise SandboxError('protocol', 'too many frames with a wrong request id')
+    (n,) = struct.unpack('>I', self._read_n(4, deadline))
+    if n > self.limits.max_frame_bytes:
+        raise SandboxError('output_too_large', f'a reply of {n} bytes exceeds the {self.limits.max_frame_bytes}-byte cap')
+    try: msg = json.loads(self._read_n(n, deadline).decode('utf-8'), parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise SandboxError('protocol', f'malformed reply: {str(e)[:200]}') from None
+    if not isinstance(msg, dict) or _depth(msg) > 32: raise SandboxError('protocol', 'reply is not a JSON object of bounded depth')
+    if expect_id is not None and msg.get('id') != expect_id:  # the worker answers in order, and a call that fails ends it:
+        raise SandboxError('protocol', 'a frame with a wrong request id (written by the environment, not the worker)')  # no frame is stale
+    return valid_text(msg)  # a lone surrogate would raise wherever its text goes next
 
 _Worker._read_n = _read_n
 _Worker._death = _death
 _Worker._read = _read
 
 # %% ../nbs/06_sandbox.ipynb #6cf50a5e
-def _scratch_bytes(path: str, cap: int, max_entries: int = 10_000) -> int:
-    "Disk the files under a host scratch folder take (tiers without bubblewrap's tmpfs), counted until past `cap`; more than `max_entries` entries count as past it."
-    total, seen, todo = 0, 0, [path]
-    while todo and total <= cap:
-        try: entries = list(os.scandir(todo.pop()))
-        except OSError: continue
-        for e in entries:
-            seen += 1
-            if seen > max_entries: return cap + 1
-            try:
-                if e.is_dir(follow_symlinks=False): todo.append(e.path)
-                else: total += e.stat(follow_symlinks=False).st_blocks * 512
-            except OSError: pass
-    return total
-
 def _call(self: _Worker, op: str, timeout: float | None = None, **payload) -> dict:
+    if self.overfull and not self.dead: self.dead = ('output_too_large', self.overfull); self.kill()
     if self.dead: raise SandboxError(*self.dead)
     rid = secrets.token_hex(8)
     data = json.dumps({'id': rid, 'op': op, **payload}, ensure_ascii=False).encode('utf-8')
@@ -489,7 +546,8 @@ def _call(self: _Worker, op: str, timeout: float | None = None, **payload) -> di
     except BrokenPipeError:
         self.dead = self._death(); self.kill(); raise SandboxError(*self.dead) from None
     except SandboxError as e:
-        self.dead = (e.reason, e.message); self.kill(); raise
+        self.dead = ('output_too_large', self.overfull) if self.overfull else (e.reason, e.message)
+        self.kill(); raise SandboxError(*self.dead) from None
 
 _Worker.call = _call
 
@@ -497,6 +555,7 @@ _Worker.call = _call
 def _kill(self: _Worker):
     "Kill the worker and everything in its cgroup, close its pipes, free its uid; safe to call twice."
     proc = getattr(self, 'proc', None)
+    _WATCHED.discard(self)
     if proc is not None and proc.poll() is None and self._info_r is not None:
         try: self._read_info(time.monotonic() + 0.5)
         except (SandboxError, OSError): pass
@@ -572,8 +631,8 @@ def sandbox_tier(refresh: bool = False) -> str:
 TIER_GUARANTEES = {
     'bwrap+uid+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), own uid, seccomp allow-list, Landlock where the kernel has it, cgroup (pids, memory incl. tmpfs, cpu), rlimits',
     'bwrap+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), seccomp allow-list, Landlock where the kernel has it, rlimits; no cgroup (CPU bounded by RLIMIT_CPU only)',
-    'uid+seccomp': 'own uid, seccomp allow-list (no network, exec or fork), Landlock where the kernel has it (else the filesystem is protected only by permissions), cgroup, rlimits',
-    'seccomp': 'seccomp allow-list (no network, exec or fork), Landlock (reads: interpreter, packages, system libraries; writes: scratch; ptrace scoped), rlimits; no cgroup',
+    'uid+seccomp': 'own uid, seccomp allow-list (no network, exec or fork), Landlock where the kernel has it (else the filesystem is protected only by permissions), cgroup, rlimits; scratch a host folder, measured',
+    'seccomp': 'seccomp allow-list (no network, exec or fork), Landlock (reads: interpreter, packages, system libraries; writes: scratch; ptrace scoped), rlimits; no cgroup; scratch a host folder, measured',
     'rlimits': 'resource limits only: NOT a security boundary',
 }
 
@@ -593,6 +652,12 @@ def sandbox_defences(limits: SandboxLimits | None = None) -> dict[str, str]:
         out['landlock'] = (f'yes: ABI {h["landlock"]}: ptrace scoped to the worker; reads only its interpreter, packages and system libraries, writes only scratch' if h.get('landlock')
                            else 'no: the kernel has no Landlock')
         out['non-dumpable'] = 'yes' if h.get('dumpable') == 0 else 'no'
+        out['host & clocks'] = (('yes: ' if h.get('vdso') else 'partly: ') + 'sysinfo, uname, statfs, the date and boot clocks refused; '
+                               + (f"the vDSO's {h['vdso']} clock functions make their system call" if h.get('vdso') else 'the vDSO still reads the date (no known layout)')
+                               + ('; monotonic from the worker\'s start' if h.get('monotonic', 1e9) < 60 else "; monotonic from the host's boot: its uptime (no time namespace)")
+                               if 'seccomp' in tier else 'no')
+        out['idle scratch'] = (f'yes: the {limits.scratch_mb} MB tmpfs' if bwrap else
+                                        f'measured every {SCRATCH_POLL} s, idle or not: up to {SCRATCH_POLL} s of writes past the cap before the kill')
         held = {'pids': f'pids {limits.threads + 2}', 'memory': f'memory {limits.memory_mb} MB (tmpfs included)', 'cpu': f'cpu {limits.cpu_share} cores'}
         parts = [held[c] if w.cgroup and c in w.cgroup.held else f'no {c} controller' for c in held]
         out['cgroup'] = f'yes: {w.cgroup.layout}, killed whole on close; ' + ', '.join(parts) if w.cgroup else f'no: {_cgroup_note[0]}'
@@ -635,7 +700,7 @@ class SandboxedEnv(gym.Env):
     metadata = {'render_modes': []}
 
     def __init__(self, code: str, limits: SandboxLimits | None = None, *, pool: WorkerPool | None = None,
-                 worker: _Worker | None = None, **limit_changes):
+                 worker: _Worker | None = None, deadline: float | None = None, **limit_changes):
         from spade_nb.envs import TextSpace
         self.limits = limits or (pool.limits if pool else SandboxLimits())
         if limit_changes: self.limits = self.limits.replace(**limit_changes)
@@ -644,6 +709,7 @@ class SandboxedEnv(gym.Env):
         if self.tier == 'rlimits' and not (self.limits.allow_weak or os.environ.get('SPADE_NB_ALLOW_WEAK_SANDBOX') == '1'):
             raise SandboxError('setup', 'no seccomp or namespaces here: refusing to run generated code with rlimits alone; '
                                         'set SandboxLimits(allow_weak=True) or SPADE_NB_ALLOW_WEAK_SANDBOX=1 to accept that')
+        self.deadline = deadline  # time.monotonic() by which every call has answered (admission's whole budget), or None
         self.worker = worker or (pool.acquire() if pool else _Worker(self.tier, self.limits))
         self.worker.wait_ready()
         info = self._call('load', timeout=self.limits.load_timeout, code=code)
@@ -659,9 +725,16 @@ class SandboxedEnv(gym.Env):
             self.close(); raise SandboxError('contract', why)
 
     def _call(self, op, timeout=None, **payload):
+        timeout, capped = timeout or self.limits.call_timeout, False
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0: self.close(); raise SandboxError('timeout', f'the time budget ran out before {op}')
+            timeout, capped = min(timeout, left), left < timeout
         try: reply = self.worker.call(op, timeout=timeout, **payload)
-        except SandboxError:
-            self.close(); raise
+        except SandboxError as e:
+            self.close()
+            if capped and e.reason == 'timeout': raise SandboxError('timeout', f'the time budget ran out during {op}') from None
+            raise
         if 'error' in reply:
             reason = reply['error'] if reply['error'] in ('memory', 'syntax', 'no_env_class', 'contract', 'crash', 'forbidden_syscall', 'output_too_large') else 'crash'
             raise SandboxError(reason, str(reply.get('message', ''))[:1000])

@@ -46,13 +46,23 @@ FILTER_ERRNO = 38  # ENOSYS: the answer to every call outside the allow-list
 _ALLOWED = '''read write readv writev pread64 pwrite64 lseek close fstat newfstatat statx stat lstat openat open
     getdents64 getcwd chdir dup dup2 dup3 access faccessat faccessat2 readlink readlinkat mkdir mkdirat
     unlink unlinkat rename renameat renameat2 rmdir ftruncate truncate fsync fdatasync umask
-    sendfile copy_file_range chmod fchmod fchmodat statfs fstatfs utimensat utime utimes futimesat
+    sendfile copy_file_range chmod fchmod fchmodat utimensat utime utimes futimesat
     getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr
     mmap munmap mprotect mremap madvise brk rt_sigaction rt_sigprocmask rt_sigreturn sigaltstack
     setitimer getitimer alarm
-    getpid gettid getppid getuid geteuid getgid getegid getgroups getrandom uname sysinfo getrlimit getrusage times
-    clock_gettime clock_getres gettimeofday time clock_nanosleep nanosleep futex set_robust_list get_robust_list
-    rseq sched_yield sched_getaffinity exit exit_group poll ppoll select pselect6 set_tid_address membarrier'''.split()
+    getpid gettid getppid getuid geteuid getgid getegid getgroups getrandom getrlimit
+    nanosleep set_robust_list get_robust_list
+    rseq sched_yield exit exit_group poll ppoll select pselect6 set_tid_address membarrier'''.split()
+# Not on it, for they describe the host or read its clocks: sysinfo (uptime, load, memory), uname (kernel, host name),
+# statfs and fstatfs (the host's disks), sched_getaffinity (its processors), getrusage and times (times() counts
+# from boot), gettimeofday and time (the date); clock_gettime, clock_getres, clock_nanosleep and futex by argument:
+
+_CLOCKS = (1, 2, 3, 0xFFFFFFFA, 0xFFFFFFFE)  # MONOTONIC (from the worker's start where a time namespace is made),
+# the process's and the thread's CPU time, and both again as the ids clock_getcpuclockid(0) and
+# pthread_getcpuclockid(pthread_self()) give; not REALTIME, TAI, BOOTTIME, the COARSE and RAW ones, another pid's
+_FUTEX_OPS = (0, 1, 3, 4, 5, 9, 10)  # WAIT, WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAIT_BITSET, WAKE_BITSET (private or
+# not); WAIT_BITSET with FUTEX_CLOCK_REALTIME only without a deadline (glibc's untimed waits say REALTIME), never the
+# PI operations: a deadline that is a date tells the date when the wait ends
 
 # fcntl's commands, but F_SETOWN(_EX), F_SETSIG, F_SETLEASE and F_NOTIFY: an fd's owner is whom the kernel signals
 # when I/O is ready (SIGIO, whose default ends a process), and the owner can be another process of the same uid
@@ -61,6 +71,7 @@ _FCNTL_ALLOWED = (0, 1, 2, 3, 4, 5, 6, 7, 9, 11, 16, 17, 36, 37, 38, 1025, 1030,
 def _seccomp_install(lib):
     "Install the allow-list above: threads only, no exec, fork or sockets; ioctl answers ENOTTY; fcntl never names an owner."
     ALLOW, ERRNO = 0x7FFF0000, 0x00050000
+    LT, EQ, GT, MASKED_EQ, FIONCLEX = 2, 4, 6, 7, 0x5450  # FIOCLEX is 0x5451
     class Arg(ctypes.Structure):
         _fields_ = [('arg', ctypes.c_uint), ('op', ctypes.c_int), ('a', ctypes.c_uint64), ('b', ctypes.c_uint64)]
     lib.seccomp_init.restype = ctypes.c_void_p
@@ -76,7 +87,13 @@ def _seccomp_install(lib):
         if lib.seccomp_rule_add_array(ctx, action, nr(name), len(conds), arr) != 0: raise OSError(f'seccomp rule for {name}')
     for name in _ALLOWED:
         if nr(name) >= 0: rule(ALLOW, name)
-    LT, EQ, GT, MASKED_EQ, FIONCLEX = 2, 4, 6, 7, 0x5450  # FIOCLEX is 0x5451
+    low32 = lambda i, v: Arg(i, MASKED_EQ, 0xFFFFFFFF, v)  # the kernel reads an int: high bits smuggle nothing
+    for clock in _CLOCKS:
+        rule(ALLOW, 'clock_gettime', low32(0, clock)); rule(ALLOW, 'clock_getres', low32(0, clock))
+    for clock, flags in ((0, 0), (1, 0), (1, 1)):  # relative sleeps (glibc's nanosleep is REALTIME's); until a time: MONOTONIC's
+        rule(ALLOW, 'clock_nanosleep', low32(0, clock), low32(1, flags))
+    for op in _FUTEX_OPS: rule(ALLOW, 'futex', Arg(1, MASKED_EQ, 0xFFFFFFFF & ~128, op))  # 128: FUTEX_PRIVATE_FLAG
+    rule(ALLOW, 'futex', Arg(1, MASKED_EQ, 0xFFFFFFFF & ~128, 9 | 256), Arg(3, EQ, 0, 0))  # 256: FUTEX_CLOCK_REALTIME, no deadline
     rule(ALLOW, 'clone', Arg(0, MASKED_EQ, 0x00010000, 0x00010000))  # CLONE_THREAD: threads only, never fork
     rule(ALLOW, 'prlimit64', Arg(2, EQ, 0, 0))  # only to read limits (new_limit == NULL)
     for cmd in _FCNTL_ALLOWED: rule(ALLOW, 'fcntl', Arg(1, EQ, cmd, 0))  # exact 64-bit values: no high bits smuggle F_SETOWN in
@@ -86,6 +103,59 @@ def _seccomp_install(lib):
         rule(ERRNO | 95, name)  # ENOTSUP: shutil.copy2 and copytree carry on without extended attributes
     # clone3 gets the default ENOSYS, on which glibc falls back to clone (whose flags the filter can read)
     if lib.seccomp_load(ctx) != 0: raise OSError('seccomp_load failed')
+
+# %% ../nbs/05_worker.ipynb #564a89eb
+_VDSO_CALLS = {'x86_64': {'clock_gettime': 228, 'gettimeofday': 96, 'time': 201, 'clock_getres': 229, 'getcpu': 309},
+               'aarch64': {'clock_gettime': 113, 'gettimeofday': 169, 'clock_getres': 114, 'getcpu': 168}}
+
+def _vdso_symbols(base: int) -> dict[str, tuple[int, int]]:
+    "The vDSO's functions (name without `__vdso_` or `__kernel_`: offset, size), read from its section headers."
+    at = lambda off, n: ctypes.string_at(base + off, n)
+    shoff, = _struct.unpack_from('<Q', at(0x28, 8)); shentsize, shnum = _struct.unpack_from('<HH', at(0x3A, 4))
+    secs = [_struct.unpack_from('<IIQQQQIIQQ', at(shoff + k * shentsize, 64)) for k in range(shnum)]
+    dynsym = next(s for s in secs if s[1] == 11)  # SHT_DYNSYM; its sh_link is the string table
+    syms, strs = at(dynsym[4], dynsym[5]), at(secs[dynsym[6]][4], secs[dynsym[6]][5])
+    out = {}
+    for k in range(len(syms) // 24):
+        name, info, _, _, value, size = _struct.unpack_from('<IBBHQQ', syms, 24 * k)
+        if info & 0xF == 2 and value:  # STT_FUNC
+            out[strs[name:strs.index(b'\0', name)].decode().removeprefix('__vdso_').removeprefix('__kernel_')] = (value, size)
+    return out
+
+def _vdso_size(base: int) -> int:
+    "The vDSO's size in memory: its loadable segment's, in whole pages."
+    phoff, = _struct.unpack_from('<Q', ctypes.string_at(base + 0x20, 8)); phentsize, phnum = _struct.unpack_from('<HH', ctypes.string_at(base + 0x36, 4))
+    heads = [_struct.unpack_from('<IIQQQQQQ', ctypes.string_at(base + phoff + k * phentsize, 56)) for k in range(phnum)]
+    page = _os.sysconf('SC_PAGESIZE')
+    return max(-(-(h[3] + h[6]) // page) * page for h in heads if h[0] == 1)  # PT_LOAD: p_vaddr + p_memsz
+
+
+# %% ../nbs/05_worker.ipynb #d024c4cd
+def _vdso_to_syscalls() -> int:
+    "Rewrite the vDSO's clock functions to make their system calls; how many were rewritten (0: no vDSO, or a machine not known here)."
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.getauxval.restype, libc.getauxval.argtypes = ctypes.c_ulong, [ctypes.c_ulong]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    base, calls = libc.getauxval(33), _VDSO_CALLS.get(_os.uname().machine, {})  # AT_SYSINFO_EHDR
+    if not base or not calls: return 0
+    found = {n: at for n, at in _vdso_symbols(base).items() if n in calls}
+    end = _vdso_size(base)  # the whole mapping: the kernel does not split it
+    if not found or libc.mprotect(base, end, 7) != 0: return 0  # read, write, execute: a private copy of the pages
+    for name, (off, _) in found.items():
+        nr = calls[name]
+        stub = (b'\xb8' + _struct.pack('<I', nr) + b'\x0f\x05\xc3' if _os.uname().machine == 'x86_64'
+                else _struct.pack('<III', 0xD2800008 | nr << 5, 0xD4000001, 0xD65F03C0))
+        ctypes.memmove(base + off, stub, len(stub))
+    libc.mprotect(base, end, 5)
+    return len(found)
+
+
+# %% ../nbs/05_worker.ipynb #57855dc9
+def _neutral_platform():
+    "`platform.uname()` answered from a neutral record: the filter refuses `uname`, and `uuid` (and others) ask `platform` when imported."
+    import platform
+    platform._uname_cache = platform.uname_result('Linux', 'sandbox', '', '', _os.uname().machine)
+
 
 # %% ../nbs/05_worker.ipynb #ec840d37
 def _read_roots(extra=()) -> list[str]:
@@ -287,10 +357,15 @@ def main(argv=None):
     landlock = _landlock(lim.get('scratch') or _os.getcwd(), lim.get('read_extra', ())) if lim.get('landlock', True) else 0
     _set_limits(lim)
     dumpable = libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE (prctl is forbidden from here on)
+    _neutral_platform()
+    vdso = _vdso_to_syscalls() if lib is not None else 0
     if lib is not None: _seccomp_install(lib)
+    import time
+    mono = time.monotonic()  # the real monotonic clock, once: from the worker's start where it has a time namespace
     _freeze_clock()
     _fix_entropy()
-    _send(fout, {'ready': True, 'pid': _os.getpid(), 'uid': _os.getuid(), 'landlock': landlock, 'dumpable': dumpable})
+    _send(fout, {'ready': True, 'pid': _os.getpid(), 'uid': _os.getuid(), 'landlock': landlock, 'dumpable': dumpable,
+                 'vdso': vdso, 'monotonic': mono})
     host = _Host()
     while True:
         try:

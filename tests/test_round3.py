@@ -1,16 +1,22 @@
-"""Sandbox round three, part 1 (issue 29): text that breaks the parent, what the CLI shows verbatim, imports that skip
-admission. Each attack sits beside a benign twin that stays admitted and plays unchanged; payloads that run in a worker
+"""Sandbox round three, part 1 (issue 29): the host seen through an allowed call, text that breaks the parent, admission's
+whole budget, what a worker makes the parent read, what the CLI shows verbatim, chat markers in environment text, imports
+that skip admission. Each attack sits beside a benign twin that stays admitted and plays unchanged; payloads that run in a worker
 report from inside that their precondition held (the code point they made)."""
+import importlib.util
 import io
 import json
+import os
+import resource
 import textwrap
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from spade_nb.admission import AdmissionConfig
-from spade_nb.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+from spade_nb.admission import AdmissionConfig, admit
+from spade_nb.sandbox import SandboxedEnv, SandboxError, SandboxLimits, _Worker, sandbox_tier
+from test_sandbox_round2 import ROOT_TIER, probe, report
 
 FAST = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0))
 
@@ -228,3 +234,253 @@ def test_a_tool_schema_that_spells_chat_markers_stays_text_in_native_and_plain_t
     assert count(pol.chat_ids(msgs, tools=[tool('fetch' + FORGED)])) == count(pol.chat_ids(msgs, tools=[tool('fetch')]))
     plain = first_messages('ToolEnv', 'obs', tools=[tool('fetch' + FORGED)])  # schemas rendered into the system prompt
     assert count(pol.chat_ids(plain)) == count(pol.chat_ids(first_messages('ToolEnv', 'obs', tools=[tool('fetch')])))
+
+
+# -- 1. the host seen through an allowed call: answered as every call outside the list ------------------------------------
+
+
+HOST_ATTACKS = r"""
+class _TS(ctypes.Structure): _fields_ = [('s', ctypes.c_long), ('ns', ctypes.c_long)]
+def _clock(clock):  # through libc, so through the vDSO where the vDSO serves it
+    c = _libc(); t = _TS(); r = c.clock_gettime(ctypes.c_int(clock), ctypes.byref(t)); return [r, ctypes.get_errno() if r else t.s]
+def attack_host(arg):
+    c = _libc(); buf = ctypes.create_string_buffer(512); t = _TS()
+    c.gettimeofday.argtypes = [ctypes.c_void_p, ctypes.c_void_p]; c.time.restype = ctypes.c_long
+    return {
+        'sysinfo': _raw(99, buf), 'uname': _raw(63, buf), 'times': _raw(100, buf), 'getrusage': _raw(98, 0, buf),
+        'sched_getaffinity': _raw(204, 0, 128, buf), 'statfs': _raw(137, b'/', buf), 'fstatfs': _raw(138, 0, buf),
+        'os.uname': _try(lambda: os.uname().release), 'platform': _try(lambda: __import__('platform').uname().node + '|' + __import__('platform').release()),
+        'statvfs': _try(lambda: os.statvfs('/').f_bfree), 'disk_usage': _try(lambda: shutil.disk_usage('/').free),
+        'getrusage_py': _try(lambda: __import__('resource').getrusage(0).ru_utime), 'affinity': _try(lambda: len(os.sched_getaffinity(0))),
+        'realtime': _clock(0), 'realtime_coarse': _clock(5), 'boottime': _clock(7), 'tai': _clock(11), 'monotonic_raw': _clock(4),
+        'realtime_high_bits': _raw(228, ctypes.c_long(1 << 32), ctypes.byref(t)),  # the kernel reads clock 0 from it
+        'init_cpu_clock': _raw(228, ctypes.c_long(((~1) << 3) | 2), ctypes.byref(t)),  # another process's CPU time (pid 1)
+        'gettimeofday': [c.gettimeofday(ctypes.byref(t), None), t.s], 'time': c.time(None),
+        'getcpu': _raw(309, buf, buf, 0), 'raw_time': _raw(201, 0), 'raw_gettimeofday': _raw(96, ctypes.byref(t), 0),
+    }
+def attack_date_by_waiting(arg):  # a wait that ends at a date tells the date: sleep or futex until a past one returns at once
+    t, word = _TS(10, 0), ctypes.c_int(0)
+    return {'nanosleep_abs_realtime': _raw(230, 0, 1, ctypes.byref(t), 0),
+            'futex_clock_realtime': _raw(202, ctypes.byref(word), 9 | 256, 0, ctypes.byref(t), 0, -1),  # WAIT_BITSET | CLOCK_REALTIME
+            'futex_lock_pi': _raw(202, ctypes.byref(word), 6, 0, ctypes.byref(t)),
+            'nanosleep_abs_boottime': _raw(230, 7, 1, ctypes.byref(t), 0)}
+def attack_uptime(arg):  # the monotonic clock, the boot clock and the process's start time count from boot without a time namespace
+    start = int(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]) / os.sysconf('SC_CLK_TCK')
+    return {'monotonic': _clock(1), 'starttime': start}
+def attack_benign(arg):  # what ordinary code does with time: sleeps, timeouts, CPU time, the (frozen) calendar
+    t0 = time.perf_counter(); time.sleep(0.01); threading.Event().wait(0.02)
+    q = __import__('queue').Queue(); th = threading.Thread(target=lambda: (time.sleep(0.01), q.put(1))); th.start()
+    got = q.get(timeout=5); th.join(timeout=5); lock = threading.Lock(); lock.acquire()
+    return {'got': got, 'lock_timeout': lock.acquire(timeout=0.02), 'cpu': time.process_time() > 0, 'thread_cpu': time.thread_time() > 0,
+            'date': __import__('datetime').date.today().isoformat(), 'uuid': __import__('uuid').uuid4().version, 'real_monotonic': _clock(1)[0] == 0,
+            'cpu_count': os.cpu_count() is None or os.cpu_count() >= 1}
+"""
+
+
+def _host_tiers():
+    return [sandbox_tier()] + (['uid+seccomp', 'seccomp'] if ROOT_TIER else [])
+
+
+@pytest.mark.parametrize('tier', _host_tiers())
+def test_calls_that_describe_the_host_or_read_its_clocks_answer_enosys(tier):
+    with SandboxedEnv(probe(HOST_ATTACKS), worker=_Worker(tier, SandboxLimits())) as env:
+        r = report(env, 'host')
+    for call in ('sysinfo', 'uname', 'times', 'getrusage', 'sched_getaffinity', 'statfs', 'fstatfs', 'realtime_high_bits',
+                 'init_cpu_clock', 'getcpu', 'raw_time', 'raw_gettimeofday'):
+        assert r[call] == -38, (tier, call, r[call])
+    for call in ('os.uname', 'statvfs', 'disk_usage', 'getrusage_py', 'affinity'):
+        assert r[call] == 'OSError:38', (tier, call, r[call])
+    assert r['platform'] == 'sandbox|', r['platform']  # platform's neutral record, not the host's name and kernel
+    for clock in ('realtime', 'realtime_coarse', 'boottime', 'tai', 'monotonic_raw'):
+        assert r[clock] == [-1, 38], (tier, clock, r[clock])  # through the vDSO before: the date, to the nanosecond
+    assert r['gettimeofday'] == [-38, 0] and r['time'] == -38, r  # glibc binds both to the vDSO, which now returns the call's answer as it is
+
+
+@pytest.mark.parametrize('tier', _host_tiers())
+def test_no_wait_ends_at_a_date(tier):
+    with SandboxedEnv(probe(HOST_ATTACKS), worker=_Worker(tier, SandboxLimits())) as env:
+        r = report(env, 'date_by_waiting')
+    assert r == dict.fromkeys(('nanosleep_abs_realtime', 'futex_clock_realtime', 'futex_lock_pi', 'nanosleep_abs_boottime'), -38), r
+
+
+def test_the_monotonic_clock_counts_from_the_workers_start_not_the_hosts_boot():
+    host_uptime = time.clock_gettime(time.CLOCK_BOOTTIME)
+    started = time.monotonic()
+    with SandboxedEnv(probe(HOST_ATTACKS)) as env:
+        r = report(env, 'uptime')
+        age = time.monotonic() - started
+    assert env.tier == sandbox_tier() and host_uptime > age + 5, (host_uptime, age)  # (a host up for longer than this test)
+    assert r['monotonic'][0] == 0 and 0 <= r['monotonic'][1] <= age + 1, (r, age)  # whole seconds; the offset is whole too
+    assert 0 <= r['starttime'] <= age + 1, (r, age)
+
+
+def test_the_benign_twin_sleeps_waits_and_counts_cpu_as_before():
+    with SandboxedEnv(probe(HOST_ATTACKS)) as env:
+        r = report(env, 'benign')
+        assert env.step('benign')[2] is True  # and plays on
+    assert r == {'got': 1, 'lock_timeout': False, 'cpu': True, 'thread_cpu': True, 'date': '2026-01-01', 'uuid': 4,
+                 'real_monotonic': True, 'cpu_count': True}, r
+
+
+# -- 5. what a worker makes the parent read and parse is counted against the call -------------------------------------------
+
+FRAME_ATTACKS = r"""
+def attack_flood(arg):  # 1 MiB frames with another id before the reply: each was read, parsed and dropped
+    blob = 'x' * ((1 << 20) - 64)
+    for k in range(int(arg or 3)): _forge({'id': 'f%d' % k, 'result': blob})
+    return {'forged': int(arg or 3)}
+def attack_small(arg):
+    _forge({'id': _rid()[::-1]}); return {'forged': 1}
+def attack_previous(arg):  # the id of the call before: a stale answer, were answers ever late
+    STATE.setdefault('ids', []).append(_rid())
+    if len(STATE['ids']) > 1: _forge({'id': STATE['ids'][-2], 'result': ['late', 1.0, True, False, {}]})
+    return {'ids': len(STATE['ids'])}
+def attack_after(arg):  # between calls: a thread writes once this call has replied
+    def later(): time.sleep(0.2); _forge({'id': 'between', 'result': 'x' * 1000})
+    threading.Thread(target=later).start(); return {'armed': True}
+"""
+
+
+def _parent_cpu() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
+@pytest.mark.parametrize('attack', ['flood', 'small', 'previous'])
+def test_a_frame_with_another_id_ends_the_worker_at_once(attack):
+    with SandboxedEnv(probe(FRAME_ATTACKS)) as env:
+        env.reset(seed=0)
+        if attack == 'previous': assert json.loads(env.step('previous')[0]) == {'ids': 1}  # the first call, no forgery yet: its precondition
+        cpu = _parent_cpu()
+        with pytest.raises(SandboxError) as e: env.step(attack + (':40' if attack == 'flood' else ''))
+        spent = _parent_cpu() - cpu
+    assert e.value.reason == 'protocol' and 'wrong request id' in e.value.message, e.value
+    assert spent < 0.5, spent  # 40 MiB of frames were written; the parent read one of them
+
+
+def test_a_frame_written_between_calls_ends_the_worker_at_the_next_call():
+    with SandboxedEnv(probe(FRAME_ATTACKS)) as env:
+        env.reset(seed=0)
+        assert json.loads(env.step('after')[0]) == {'armed': True}
+        time.sleep(0.5)
+        with pytest.raises(SandboxError) as e: env.step('noop')
+    assert e.value.reason == 'protocol', e.value
+
+
+def test_the_benign_twin_of_the_frame_attacks_plays_many_calls():
+    with SandboxedEnv(probe(FRAME_ATTACKS)) as env:
+        for seed in range(5):
+            env.reset(seed=seed)
+            assert env.step('noop')[0] == '{}'
+
+
+# -- 4. admission's whole budget: from the first load, the parent's own checks included ---------------------------------------
+
+
+_spec = importlib.util.spec_from_file_location('bench_sandbox', Path(__file__).parent.parent / 'benchmarks' / 'sandbox.py')
+_bench = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(_bench)
+LONG_DESIGN = _bench.LONG_DESIGN  # 60 actions of 4,000 characters, 60 observations of 8,000: before, 71 s and past its budget
+REPEATS = LONG_DESIGN.replace('self.key, self.t = [self._text(600)[:4000] for _ in range(60)], 0',  # the slices' worst case:
+                              'self.key, self.t = [("a " * 1999 + "b" + str(k + int(self.np_random.integers(10 ** 6))))[:4000] for k in range(60)], 0').replace(
+                              'return self._text(1200), {}', 'return ("a " * 4000)[:8000], {}').replace(  # every position a near match
+                              'return self._text(1200), float', 'return ("a " * 4000)[:8000], float')
+
+
+@pytest.mark.parametrize('name', ['long', 'repeats'])
+def test_a_design_that_made_the_parents_checks_quadratic_is_judged_well_within_its_budget(name):
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    v = admit({'long': LONG_DESIGN, 'repeats': REPEATS}[name])
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    spent = after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime
+    assert v.reason in ('ok', 'answer_leak'), (v.reason, v.details)  # a verdict on its merits, not the budget's timeout
+    assert len(v.measurements['seeds']) == 4 and v.measurements['timings']['total'] < 30, v.measurements['timings']
+    assert spent < 20, spent  # the parent's CPU (before: 101-116 s)
+
+
+SLOW = '''
+import time
+LOAD_SECONDS
+class SlowEnv(TextEnv):
+    "Counts to three, slowly."
+    max_turns = 3
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.n, self.word = 0, str(int(self.np_random.integers(100, 1000)))
+        return "say the word three times", {}
+    def step(self, action):
+        time.sleep(STEP_SECONDS)
+        if action != self.word: return "no", 0.0, True, False, {}
+        self.n += 1
+        return str(self.n), float(self.n == 3), self.n == 3, False, {}
+    def solution(self): return [self.word] * 3
+'''
+
+
+@pytest.mark.parametrize('load, step', [(2.4, 0.0), (0.0, 1.5)])
+def test_the_budget_covers_the_whole_admission_from_the_first_load(load, step):
+    "A load that takes most of the budget, or calls that each keep within their deadline: the budget still ends it."
+    cfg = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0), budget_seconds=3.0)
+    code = SLOW.replace('LOAD_SECONDS', f'time.sleep({load})').replace('STEP_SECONDS', str(step if step else 0.3))
+    t = time.monotonic()
+    v = admit(code, config=cfg)
+    took = time.monotonic() - t
+    assert v.reason == 'timeout' and 'budget' in v.details, (v.reason, v.details)
+    assert took < cfg.budget_seconds + 1.0, took  # (before: the load outside the budget, and the last call's whole deadline past it)
+
+
+def test_the_budgets_benign_twin_is_admitted_within_it():
+    cfg = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0), budget_seconds=20.0)
+    v = admit(SLOW.replace('LOAD_SECONDS', 'time.sleep(0.2)').replace('STEP_SECONDS', '0.0'), config=cfg)
+    assert v.ok, (v.reason, v.details)
+
+
+# -- 2. host scratch filled between calls (tiers without bubblewrap's tmpfs): measured while the worker idles -----------------
+
+SCRATCH_ATTACKS = r"""
+def _writer(files, mb, pause, name):
+    def run():
+        for i in range(files):
+            time.sleep(pause)
+            try:
+                with open(f'{name}{i}.bin', 'wb') as f: f.write(b'x' * (mb << 20))
+            except OSError: return
+    threading.Thread(target=run, daemon=True).start()
+def attack_flood(arg):  # 4 MB files, as fast as the disk takes them, once the reply is sent
+    _writer(200, 4, 0.0, 'flood'); return {'armed': os.getcwd()}
+def attack_trickle(arg):  # 1 MB every 50 ms, starting after the reply: no call ever ends past the cap
+    _writer(40, 1, 0.05, 'trickle'); return {'armed': os.getcwd()}
+def attack_entries(arg):  # empty files in number
+    def run():
+        for i in range(20000): open(f'e{i}', 'w').close()
+    threading.Thread(target=run, daemon=True).start(); return {'armed': os.getcwd()}
+def attack_benign(arg):  # a few files, kept under the cap
+    _writer(3, 1, 0.0, 'ok'); return {'armed': os.getcwd()}
+"""
+
+
+def _held(path: str) -> int:
+    return sum(f.stat().st_blocks * 512 for f in Path(path).rglob('*') if f.is_file()) if os.path.isdir(path) else 0
+
+
+@pytest.mark.skipif(not ROOT_TIER, reason='forcing the weaker tiers needs root here')
+@pytest.mark.parametrize('tier', ['uid+seccomp', 'seccomp'])
+@pytest.mark.parametrize('attack', ['flood', 'trickle', 'entries'])
+def test_a_scratch_filled_while_the_trainer_waits_ends_the_worker_before_its_next_call(tier, attack):
+    limits = SandboxLimits(scratch_mb=8, file_mb=4)
+    with SandboxedEnv(probe(SCRATCH_ATTACKS), worker=_Worker(tier, limits)) as env:
+        scratch = env.worker.scratch
+        assert report(env, attack)['armed'] == scratch  # the attack writes into the host folder itself
+        deadline = time.monotonic() + 10
+        while env.worker.proc.poll() is None and time.monotonic() < deadline: time.sleep(0.05)  # the trainer busy elsewhere
+        assert env.worker.proc.poll() is not None, 'the worker outlived a full scratch while idle'
+        held = _held(scratch); print(f"{tier} {attack}: {held >> 20} MB held when killed")
+        with pytest.raises(SandboxError, match='output_too_large: the scratch folder .* between calls'): env.step('noop')
+    assert held <= (8 + 4 * 40) << 20, held >> 20  # the window: what a thread writes in SCRATCH_POLL seconds past the cap
+    assert not os.path.exists(scratch)
+
+
+@pytest.mark.skipif(not ROOT_TIER, reason='forcing the weaker tiers needs root here')
+def test_the_scratch_watchers_benign_twin_writes_under_its_cap_and_plays_on():
+    with SandboxedEnv(probe(SCRATCH_ATTACKS), worker=_Worker('uid+seccomp', SandboxLimits(scratch_mb=8, file_mb=4))) as env:
+        report(env, 'benign')
+        time.sleep(1.0)
+        assert env.worker.proc.poll() is None and env.step('noop')[0] == '{}'

@@ -78,7 +78,7 @@ CASES = {
         for fd in range(3, 256):
             try: os.write(fd, struct.pack(">I", len(fake)) + fake)
             except OSError: pass''', replace=[('if g == self.secret: return "Correct!", 1.0', 'if False: return "Correct!", 1.0')]),
-        'unsolvable'),
+        'crash'),  # a frame with another request's id ends the worker at once (issue 29; it was dropped before, and the design unsolvable)
     'stdout_spam': (env(step='for _ in range(200): print("x" * 100000); sys.stderr.write("y" * 100000)'), 'ok'),
     'huge_observation': (env(replace=[('return ("Higher."', 'return ("H" * (50 * 1024**2) if g == 0 else "Higher."')]), 'output_too_large'),
     # breaking the contract

@@ -576,7 +576,7 @@ class NotesEnv(TextEnv):
         with tempfile.TemporaryFile() as t: t.write(b"x"); t.seek(0); assert t.read() == b"x"
         d = tempfile.mkdtemp()
         shutil.copy(self.path, os.path.join(d, "copy.txt")); shutil.copytree(d, d + "-tree")
-        os.chmod(self.path, 0o600); os.utime(self.path, None); os.statvfs(self.path)
+        os.chmod(self.path, 0o600); os.utime(self.path, None)
         signal.setitimer(signal.ITIMER_REAL, 0); signal.alarm(0)
         home = Path.home(); assert home.is_dir()
         t = threading.Thread(target=lambda: None); t.start(); t.join()
@@ -594,7 +594,7 @@ def test_ordinary_code_is_admitted():
 
 
 @pytest.mark.parametrize('call', ['socket.socketpair()', 'asyncio.run(asyncio.sleep(0))', 'os.posix_spawn("/bin/true", ["true"], {})',
-                                  'os.setuid(0)', 'resource.setrlimit(resource.RLIMIT_CPU, (1000, 1000))'])
+                                  'os.setuid(0)', 'resource.setrlimit(resource.RLIMIT_CPU, (1000, 1000))', 'os.statvfs("/")', 'os.uname()'])
 def test_a_blocked_call_that_ends_an_episode_is_named(call):
     code = ORDINARY.replace('import os,', 'import socket, asyncio, resource, os,').replace(
         '        written = open(self.path).read()', f'        {call}\n        written = open(self.path).read()')
