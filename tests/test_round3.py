@@ -415,7 +415,7 @@ class SlowEnv(TextEnv):
 '''
 
 
-@pytest.mark.parametrize('load, step', [(2.4, 0.0), (0.0, 1.5)])
+@pytest.mark.parametrize('load, step', [(2.4, 0.0), (0.0, 1.9)])
 def test_the_budget_covers_the_whole_admission_from_the_first_load(load, step):
     "A load that takes most of the budget, or calls that each keep within their deadline: the budget still ends it."
     cfg = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0), budget_seconds=3.0)
@@ -424,7 +424,7 @@ def test_the_budget_covers_the_whole_admission_from_the_first_load(load, step):
     v = admit(code, config=cfg)
     took = time.monotonic() - t
     assert v.reason == 'timeout' and 'budget' in v.details, (v.reason, v.details)
-    assert took < cfg.budget_seconds + 1.0, took  # (before: the load outside the budget, and the last call's whole deadline past it)
+    assert took < cfg.budget_seconds + 0.6, took  # (before: the load outside the budget, and the last call's whole deadline past it)
 
 
 def test_the_budgets_benign_twin_is_admitted_within_it():
