@@ -380,7 +380,7 @@ def _watch_scratch():
             if (held := _scratch_bytes(path, cap)) > cap:
                 w.overfull = (f'the scratch folder holds {held >> 20} MB or more, or too many files, between calls; '
                               f'at most {w.limits.scratch_mb} MB (SandboxLimits.scratch_mb)')
-                _stop(w)
+                if w in _WATCHED: _stop(w)  # (not killed meanwhile: its pid is still its own)
 
 def _watch(w: _Worker):
     "Have the watcher measure `w`'s host scratch folder from now until it is killed."
@@ -725,11 +725,11 @@ class SandboxedEnv(gym.Env):
             self.close(); raise SandboxError('contract', why)
 
     def _call(self, op, timeout=None, **payload):
-        timeout, capped = timeout or self.limits.call_timeout, False
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
+        capped = False
+        if self.deadline is not None:  # the call's own deadline (the worker's limits), or what is left of the budget
+            left, full = self.deadline - time.monotonic(), timeout or self.worker.limits.call_timeout
             if left <= 0: self.close(); raise SandboxError('timeout', f'the time budget ran out before {op}')
-            timeout, capped = min(timeout, left), left < timeout
+            timeout, capped = min(full, left), left < full
         try: reply = self.worker.call(op, timeout=timeout, **payload)
         except SandboxError as e:
             self.close()
