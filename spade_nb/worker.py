@@ -147,7 +147,21 @@ def _vdso_to_syscalls() -> int:
                 else _struct.pack('<III', 0xD2800008 | nr << 5, 0xD4000001, 0xD65F03C0))
         ctypes.memmove(base + off, stub, len(stub))
     libc.mprotect(base, end, 5)
+    if len(found) == len(calls): _unmap_vvar(libc)  # nothing left reads the kernel's time page: it goes too
     return len(found)
+
+def _unmap_vvar(libc) -> int:
+    "Unmap the vDSO's data pages (`[vvar]`, `[vvar_vclock]`), which hold the date in plain memory; how many mappings went (0 where a glibc of 2.41 or later may read them for getrandom)."
+    try: major, minor = map(int, _os.confstr('CS_GNU_LIBC_VERSION').split()[1].split('.')[:2])
+    except (ValueError, OSError, IndexError, AttributeError): return 0
+    if (major, minor) >= (2, 41): return 0
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    gone = 0
+    for line in open('/proc/self/maps').read().splitlines():
+        if line.endswith(('[vvar]', '[vvar_vclock]')):
+            lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
+            gone += libc.munmap(lo, hi - lo) == 0
+    return gone
 
 
 # %% ../nbs/05_worker.ipynb #57855dc9

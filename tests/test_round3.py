@@ -267,6 +267,14 @@ def attack_date_by_waiting(arg):  # a wait that ends at a date tells the date: s
 def attack_uptime(arg):  # the monotonic clock, the boot clock and the process's start time count from boot without a time namespace
     start = int(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]) / os.sysconf('SC_CLK_TCK')
     return {'monotonic': _clock(1), 'starttime': start}
+def attack_vvar(arg):  # the date in plain memory: the vDSO's data page, read without any system call
+    pages = [l.split()[0] for l in open('/proc/self/maps') if '[vvar' in l]
+    found = []
+    for rng in pages:
+        lo = int(rng.split('-')[0], 16)
+        data = ctypes.string_at(lo, 4096)  # the first page: the time data
+        found += [struct.unpack_from('<q', data, i)[0] for i in range(0, 4088, 4)]
+    return {'pages': pages, 'values': [v for v in found if 1_600_000_000 < v < 2_200_000_000]}
 def attack_benign(arg):  # what ordinary code does with time: sleeps, timeouts, CPU time, the (frozen) calendar
     t0 = time.perf_counter(); time.sleep(0.01); threading.Event().wait(0.02)
     q = __import__('queue').Queue(); th = threading.Thread(target=lambda: (time.sleep(0.01), q.put(1))); th.start()
@@ -301,6 +309,15 @@ def test_no_wait_ends_at_a_date(tier):
     with SandboxedEnv(probe(HOST_ATTACKS), worker=_Worker(tier, SandboxLimits())) as env:
         r = report(env, 'date_by_waiting')
     assert r == dict.fromkeys(('nanosleep_abs_realtime', 'futex_clock_realtime', 'futex_lock_pi', 'nanosleep_abs_boottime'), -38), r
+
+
+@pytest.mark.skipif(tuple(map(int, os.confstr('CS_GNU_LIBC_VERSION').split()[1].split('.')[:2])) >= (2, 41),
+                    reason='glibc 2.41 and later may read the page for getrandom: it stays mapped there (07_admission says so)')
+def test_the_date_is_not_in_the_workers_memory():
+    with SandboxedEnv(probe(HOST_ATTACKS)) as env:
+        r = report(env, 'vvar')
+    now = time.time()
+    assert r['pages'] == [] and not [v for v in r['values'] if abs(v - now) < 3600], r  # (before: three copies of the date)
 
 
 def test_the_monotonic_clock_counts_from_the_workers_start_not_the_hosts_boot():
