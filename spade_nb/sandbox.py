@@ -724,41 +724,12 @@ class SandboxedEnv(gym.Env):
         if self.kind == 'ToolEnv' and (why := check_tools(self.tools, self.limits.max_tool_chars)):
             self.close(); raise SandboxError('contract', why)
 
-    def _call(self, op, timeout=None, **payload):
-        capped = False
-        if self.deadline is not None:  # the call's own deadline (the worker's limits), or what is left of the budget
-            left, full = self.deadline - time.monotonic(), timeout or self.worker.limits.call_timeout
-            if left <= 0: self.close(); raise SandboxError('timeout', f'the time budget ran out before {op}')
-            timeout, capped = min(full, left), left < full
-        try: reply = self.worker.call(op, timeout=timeout, **payload)
-        except SandboxError as e:
-            self.close()
-            if capped and e.reason == 'timeout': raise SandboxError('timeout', f'the time budget ran out during {op}') from None
-            raise
-        if 'error' in reply:
-            reason = reply['error'] if reply['error'] in ('memory', 'syntax', 'no_env_class', 'contract', 'crash', 'forbidden_syscall', 'output_too_large') else 'crash'
-            raise SandboxError(reason, str(reply.get('message', ''))[:1000])
-        return reply
-
     def reset(self, seed: int | None = None, options: dict | None = None, *, instance: str = '0') -> tuple[str, dict]:
         super().reset(seed=seed)  # gymnasium's bookkeeping; the environment's own randomness lives in the worker
         out = self._call('reset', seed=seed, instance=instance).get('result')
         if not (isinstance(out, list) and len(out) == 2 and isinstance(out[0], str) and isinstance(out[1], dict)):
             raise SandboxError('contract', f'reset must return (str, dict), got {_brief(out)}')
         return self._text(out[0], 'the first observation'), out[1]
-
-    def step(self, action: str, *, instance: str = '0') -> tuple[str, float, bool, bool, dict]:
-        if not isinstance(action, str): raise TypeError(f'an action is a str, got {type(action).__name__}')
-        out = self._call('step', action=action[:self.limits.max_action_chars], instance=instance).get('result')
-        if not (isinstance(out, list) and len(out) == 5):
-            raise SandboxError('contract', f'step must return (obs, reward, terminated, truncated, info), got {_brief(out)}')
-        obs, reward, term, trunc, info = out
-        obs = self._text(obs, 'an observation')
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0:
-            raise SandboxError('contract', f'reward must be a finite number in [0, 1], got {_brief(reward)}')
-        if not isinstance(term, bool) or not isinstance(trunc, bool):
-            raise SandboxError('contract', f'terminated and truncated must be bools, got {_brief(term)}, {_brief(trunc)}')
-        return obs, float(reward), term, trunc, info if isinstance(info, dict) else {}
 
     def close(self):
         if getattr(self, 'worker', None) is not None: self.worker.kill()
@@ -772,6 +743,42 @@ class SandboxedEnv(gym.Env):
 def _brief(x) -> str:
     r = repr(x)
     return r if len(r) <= 80 else r[:77] + '...'
+
+# %% ../nbs/06_sandbox.ipynb #feb528e0
+def _env_call(self: SandboxedEnv, op, timeout=None, **payload):
+    "One call to the worker under the call's deadline (capped by `deadline`, admission's budget, when set); a failure closes the environment."
+    capped = False
+    if self.deadline is not None:  # the call's own deadline (the worker's limits), or what is left of the budget
+        left, full = self.deadline - time.monotonic(), timeout or self.worker.limits.call_timeout
+        if left <= 0: self.close(); raise SandboxError('timeout', f'the time budget ran out before {op}')
+        timeout, capped = min(full, left), left < full
+    try: reply = self.worker.call(op, timeout=timeout, **payload)
+    except SandboxError as e:
+        self.close()
+        if capped and e.reason == 'timeout': raise SandboxError('timeout', f'the time budget ran out during {op}') from None
+        raise
+    if 'error' in reply:
+        reason = reply['error'] if reply['error'] in ('memory', 'syntax', 'no_env_class', 'contract', 'crash', 'forbidden_syscall', 'output_too_large') else 'crash'
+        raise SandboxError(reason, str(reply.get('message', ''))[:1000])
+    return reply
+
+SandboxedEnv._call = _env_call
+
+def _env_step(self: SandboxedEnv, action: str, *, instance: str = '0') -> tuple[str, float, bool, bool, dict]:
+    if not isinstance(action, str): raise TypeError(f'an action is a str, got {type(action).__name__}')
+    out = self._call('step', action=action[:self.limits.max_action_chars], instance=instance).get('result')
+    if not (isinstance(out, list) and len(out) == 5):
+        raise SandboxError('contract', f'step must return (obs, reward, terminated, truncated, info), got {_brief(out)}')
+    obs, reward, term, trunc, info = out
+    obs = self._text(obs, 'an observation')
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0:
+        raise SandboxError('contract', f'reward must be a finite number in [0, 1], got {_brief(reward)}')
+    if not isinstance(term, bool) or not isinstance(trunc, bool):
+        raise SandboxError('contract', f'terminated and truncated must be bools, got {_brief(term)}, {_brief(trunc)}')
+    return obs, float(reward), term, trunc, info if isinstance(info, dict) else {}
+
+SandboxedEnv.step = _env_step
+
 
 # %% ../nbs/06_sandbox.ipynb #57c459ff
 def _solution(self: SandboxedEnv, *, instance: str = '0') -> list[str]:

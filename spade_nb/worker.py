@@ -41,6 +41,19 @@ def _plain(x, depth=0):
     if isinstance(x, dict): return {str(k): _plain(v, depth + 1) for k, v in list(x.items())[:1000]}
     return repr(x)[:1000]
 
+# %% ../nbs/05_worker.ipynb #b890c16d
+_CLOCKS = (1, 2, 3, 0xFFFFFFFA, 0xFFFFFFFE)  # MONOTONIC (from the worker's start where a time namespace is made),
+# the process's and the thread's CPU time, and both again as the ids clock_getcpuclockid(0) and
+# pthread_getcpuclockid(pthread_self()) give; not REALTIME, TAI, BOOTTIME, the COARSE and RAW ones, another pid's
+_FUTEX_OPS = (0, 1, 3, 4, 5, 9, 10)  # WAIT, WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAIT_BITSET, WAKE_BITSET (private or
+# not); WAIT_BITSET with FUTEX_CLOCK_REALTIME only without a deadline (glibc's untimed waits say REALTIME), never the
+# PI operations: a deadline that is a date tells the date when the wait ends
+
+# fcntl's commands, but F_SETOWN(_EX), F_SETSIG, F_SETLEASE and F_NOTIFY: an fd's owner is whom the kernel signals
+# when I/O is ready (SIGIO, whose default ends a process), and the owner can be another process of the same uid
+_FCNTL_ALLOWED = (0, 1, 2, 3, 4, 5, 6, 7, 9, 11, 16, 17, 36, 37, 38, 1025, 1030, 1031, 1032, 1033, 1034)
+
+
 # %% ../nbs/05_worker.ipynb #7848f505
 FILTER_ERRNO = 38  # ENOSYS: the answer to every call outside the allow-list
 _ALLOWED = '''read write readv writev pread64 pwrite64 lseek close fstat newfstatat statx stat lstat openat open
@@ -56,17 +69,6 @@ _ALLOWED = '''read write readv writev pread64 pwrite64 lseek close fstat newfsta
 # Not on it, for they describe the host or read its clocks: sysinfo (uptime, load, memory), uname (kernel, host name),
 # statfs and fstatfs (the host's disks), sched_getaffinity (its processors), getrusage and times (times() counts
 # from boot), gettimeofday and time (the date); clock_gettime, clock_getres, clock_nanosleep and futex by argument:
-
-_CLOCKS = (1, 2, 3, 0xFFFFFFFA, 0xFFFFFFFE)  # MONOTONIC (from the worker's start where a time namespace is made),
-# the process's and the thread's CPU time, and both again as the ids clock_getcpuclockid(0) and
-# pthread_getcpuclockid(pthread_self()) give; not REALTIME, TAI, BOOTTIME, the COARSE and RAW ones, another pid's
-_FUTEX_OPS = (0, 1, 3, 4, 5, 9, 10)  # WAIT, WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAIT_BITSET, WAKE_BITSET (private or
-# not); WAIT_BITSET with FUTEX_CLOCK_REALTIME only without a deadline (glibc's untimed waits say REALTIME), never the
-# PI operations: a deadline that is a date tells the date when the wait ends
-
-# fcntl's commands, but F_SETOWN(_EX), F_SETSIG, F_SETLEASE and F_NOTIFY: an fd's owner is whom the kernel signals
-# when I/O is ready (SIGIO, whose default ends a process), and the owner can be another process of the same uid
-_FCNTL_ALLOWED = (0, 1, 2, 3, 4, 5, 6, 7, 9, 11, 16, 17, 36, 37, 38, 1025, 1030, 1031, 1032, 1033, 1034)
 
 def _seccomp_install(lib):
     "Install the allow-list above: threads only, no exec, fork or sockets; ioctl answers ENOTTY; fcntl never names an owner."
