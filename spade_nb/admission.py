@@ -6,6 +6,9 @@
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
+import itertools
 import hashlib
 import json
 import math
@@ -25,7 +28,8 @@ from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Wor
 # %% auto #0
 __all__ = ['REASONS', 'ADMISSION_VERSION', 'PROBE_ACTIONS', 'Replay', 'transcript_digest', 'Verdict', 'AdmissionConfig',
            'check_structure', 'normalize_tokens', 'find_tokens', 'control_policies', 'leak_text', 'leak_targets',
-           'joined_numbers', 'leak_finder', 'gives_away', 'admit', 'behaviour_fingerprint', 'admit_many']
+           'joined_numbers', 'leak_finder', 'gives_away', 'decodings', 'leak_views', 'admit', 'behaviour_fingerprint',
+           'admit_many']
 
 # %% ../nbs/07_admission.ipynb #d0f71317
 REASONS = {
@@ -47,7 +51,7 @@ REASONS = {
     'checker_error': 'a parent-side check raised on what the environment returned (the message says which)',
 }
 
-ADMISSION_VERSION = 3  # raised whenever the rules tighten; records admitted under an older version are re-admitted
+ADMISSION_VERSION = 4  # raised whenever the rules tighten; records admitted under an older version are re-admitted
 
 # %% ../nbs/07_admission.ipynb #18b27cd3
 @dataclass
@@ -91,7 +95,10 @@ class AdmissionConfig(Config):
     n_seeds: int = 4  # fresh seeds for the certificate, fuzzing, determinism and leak checks
     control_episodes: int = 16  # episodes per negative-control policy
     control_win_share: float = 0.5  # a control winning at least this share of its episodes rejects
-    cross_seed_win_share: float = 0.5  # solutions replayed on other seeds may win at most this share
+    control_pooled_share: float = 0.1  # all controls but near_miss together winning at least this share rejects
+    transfer_seeds: int = 4  # other seeds each winning control episode is replayed on (and unrelated episodes played on its seed)
+    unrelated_win_share: float = 0.25  # unrelated controls' actions may win at most this share on the seeds a control won
+    cross_seed_win_share: float = 0.5  # solutions (and the controls' wins) replayed on other seeds may win at most this share
     leak_share: float = 0.5  # the answer found in the first observation on more than this share of seeds is a leak
     max_observation_chars: int = 8192  # admission's cap; the sandbox's own (limits.max_observation_chars) holds in play too
     fingerprint_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -102,7 +109,8 @@ class AdmissionConfig(Config):
     def validate(self):
         self.check('n_seeds', self.n_seeds >= 2, 'must be at least 2 (seed sensitivity needs two)')
         self.check('control_episodes', self.control_episodes >= 1, 'must be positive')
-        for k in ('control_win_share', 'cross_seed_win_share', 'leak_share'):
+        self.check('transfer_seeds', self.transfer_seeds >= 1, 'must be positive')
+        for k in ('control_win_share', 'control_pooled_share', 'unrelated_win_share', 'cross_seed_win_share', 'leak_share'):
             self.check(k, 0 < getattr(self, k) <= 1, 'must be in (0, 1]')
         self.check('parallel', self.parallel >= 0, 'must be non-negative (0: one per CPU core)')
 
@@ -221,9 +229,69 @@ def _near_miss(a: str, rng) -> str:
         if not _same_number(out, a): return out
     return a + 'x'
 
+# %% ../nbs/07_admission.ipynb #431b3d07
+_WORDS = ('the a is it to of and in on at go up down left right yes no answer i think try next open look take use move '
+          'north south east west key door box red blue first last swap say guess number word code done').split()
+_REPLIES = ['up', 'down', 'left', 'right', 'north', 'look', 'inventory', 'open door', 'take key', 'ls', 'cat notes.txt', 'help',
+            '1122', '3456', '42', '7', 'yes', 'no', 'B', 'swap 1 2', 'The answer is 7.', 'I think it is 42', "Let me try again.",
+            'My answer: yes', 'submit', 'hello', 'attack at dawn', '2 + 2 = 4', 'x = 3', '[1, 2, 3]', 'A, B, C', 'true', 'none']
+
+def _stratum(state, rng, lo: float, hi: float, log=True) -> float:
+    "A value in the `k`-th of `n` equal slices of [lo, hi] (`state['stratum'] = (k, n)`), on a log scale or a linear one."
+    k, n = state.get('stratum', (int(rng.integers(16)), 16))
+    f = (k % n + rng.random()) / n
+    return math.exp(math.log(lo) + f * (math.log(hi) - math.log(lo))) if log else lo + f * (hi - lo)
+
+def _sized(obs, rng, state) -> str:  # words and spaces cut to a length drawn in the episode's stratum of 1 to 1,024 characters
+    n = max(1, int(_stratum(state, rng, 1, 1025)))
+    text = ''
+    while len(text) < n: text += _WORDS[int(rng.integers(len(_WORDS)))] + ' '
+    return text[:n]
+
+def _sentence(obs, rng, state) -> str:  # a sentence of as many words as the episode's stratum of 1 to 16 says
+    n = 1 + int(_stratum(state, rng, 0, 16, log=False))
+    pool = _WORDS + [w.strip(string.punctuation).lower() for w in obs[-1].split()[:64] if w.strip(string.punctuation)]
+    words = [pool[int(rng.integers(len(pool)))] for _ in range(n)]
+    return ' '.join(words).capitalize() + rng.choice(['.', '!', '?', ''])
+
+def _number(obs, rng, state) -> str:  # one to twelve digits, sometimes signed, decimal or with separators
+    d = 1 + int(_stratum(state, rng, 0, 12, log=False))
+    x = ''.join(str(int(c)) for c in rng.integers(0, 10, d)).lstrip('0') or '0'
+    form = int(rng.integers(5))
+    return ['-' + x, x[:-1] + '.' + x[-1] if len(x) > 1 else x + '.0', f'{int(x):,}', x, x][form]
+
+def _replies(obs, rng, state) -> str:  # what agents write in other environments
+    return _REPLIES[int(rng.integers(len(_REPLIES)))]
+
+def _news(obs, rng, state) -> str:  # a token the latest observation added to the ones before it, one a turn (else any of its tokens)
+    seen = state.setdefault('seen', set())
+    for o in obs[:-1][state.get('upto', 0):]: seen.update(re.findall(r"[\w'.-]+", o))
+    state['upto'] = len(obs) - 1
+    toks = list(dict.fromkeys(re.findall(r"[\w'.-]+", obs[-1]))) or ['']
+    new = [w for w in toks if w not in seen and w not in state.setdefault('played', set())]
+    w = new[0] if new else toks[int(rng.integers(len(toks)))]
+    state['played'].add(w)
+    return w.strip('.')
+
+def _decoded(obs, rng, state) -> str:  # what a hint could say to decode: base64, hex or ASCII codes read, numbers of two observations joined, words reversed
+    todo = state.setdefault('todo', [])
+    for k in range(state.get('read', 0), len(obs)):  # the newest observation's first
+        prev = re.findall(r'\d+', obs[k - 1])[-8:] if k else []
+        words = re.findall(r'[A-Za-z0-9]{2,}', obs[k])[:64]
+        todo[:0] = decodings(obs[k], 8) + [a + b for a in prev for b in re.findall(r'\d+', obs[k])[:8]] + [w[::-1] for w in words]
+    state['read'] = len(obs)
+    done = state.setdefault('done', set())
+    while todo and todo[0] in done: todo.pop(0)
+    w = todo.pop(0) if todo else ''
+    done.add(w)
+    return w.strip()
+
+_FAMILY = {'sized': _sized, 'sentences': _sentence, 'numbers': _number, 'replies': _replies, 'news': _news, 'decoded': _decoded}
+
+
 # %% ../nbs/07_admission.ipynb #6c21f2e1
 def control_policies(kind: str) -> dict:
-    "The degenerate policies: name -> policy(observations, rng, state) returning the next action (`state['solution']`: the seed's solution, if known)."
+    "The degenerate policies: name -> policy(observations, rng, state) returning the next action (`state['solution']`: the seed's solution, if known; `state['stratum']`: (episode, episodes))."
     tool = kind == 'ToolEnv'
     wrap = final_answer if tool else (lambda text: text)
     guesses = [final_answer(g) for g in _GUESSES + ['']] if tool else _GUESSES
@@ -254,11 +322,13 @@ def control_policies(kind: str) -> dict:
         'random_text': lambda obs, rng, state: _random_text(rng),
         'echo': lambda obs, rng, state: obs[-1][:4096],
         'repeat_first': repeat_first,
-        'guesses': lambda obs, rng, state: guesses[(len(obs) - 1 + state.setdefault('k', int(rng.integers(len(guesses))))) % len(guesses)],
+        'guesses': lambda obs, rng, state: guesses[(len(obs) - 1 + state.setdefault('g', int(rng.integers(len(guesses))))) % len(guesses)],
         'printable': printable,
         'observed': observed,
+        **{name: (lambda f: lambda obs, rng, state: wrap(f(obs, rng, state)))(f) for name, f in _FAMILY.items()},
         'near_miss': near_miss,
     }
+
 
 # %% ../nbs/07_admission.ipynb #91dedd4f
 class _Budget:
@@ -270,30 +340,69 @@ def _opaque() -> str:
     "An instance name that tells the environment nothing (no seed, phase or role)."
     return secrets.token_hex(8)
 
-def _play(env, seed, actions=None, policy=None, rng=None, *, instance=None, cap=None, budget=None, max_obs=8192, solution=None):
-    "Play one episode on a fresh, opaque instance; returns (transcript, return). `actions` are replayed, or `policy` is asked each turn."
-    instance = instance or _opaque()
-    obs, _ = env.reset(seed=seed, instance=instance)
-    if len(obs) > max_obs: raise SandboxError('output_too_large', f'first observation of {len(obs)} characters')
-    rows, history, state = [obs], [obs], {'solution': solution}
+@dataclass
+class _Run:
+    "One episode of a group: `actions` replayed, or a control's `policy` asked each turn; `rows` is its transcript."
+    seed: int
+    actions: list[str] | None = None
+    policy: object = None
+    rng: object = None
+    solution: list[str] | None = None  # the seed's certified actions: a control never plays them
+    iid: str = field(default_factory=_opaque)
+    rows: list = field(default_factory=list)
+    sent: list = field(default_factory=list)  # the actions sent
+    state: dict = field(default_factory=dict)
+
+    @property
+    def ret(self) -> float: return self.rows[-1][1] if len(self.rows) > 1 else 0.0
+
+    def next_action(self, t: int) -> str | None:
+        "The action of turn `t`, or None when a replay has run out."
+        if self.actions is not None: return self.actions[t] if t < len(self.actions) else None
+        history = [self.rows[0]] + [r[0] for r in self.rows[1:]]
+        a = self.policy(history, self.rng, self.state)
+        for _ in range(8):  # a control never plays the solution's own action (or a case or whitespace variant of it)
+            if not (self.solution and t < len(self.solution) and _same_action(a, self.solution[t])): break
+            a = self.policy(history, self.rng, self.state)
+        return a
+
+
+# %% ../nbs/07_admission.ipynb #26fc4e69
+def _lockstep(env, runs: list[_Run], *, budget=None, max_obs=8192, cap=None, order=None) -> list[_Run]:
+    "Play `runs` on one worker in play's call shape: every instance reset, in a random order, before any step; then one step of each live instance a turn, in a random order."
+    order = order or np.random.default_rng(secrets.randbits(64))
     cap = cap or (env.max_turns if isinstance(env.max_turns, int) and env.max_turns > 0 else 25)
-    for t in range(cap + 1):
+    for i in order.permutation(len(runs)):
+        r = runs[i]
         if budget: budget.check()
-        if actions is not None:
-            if t >= len(actions): break
-            a = actions[t]
-        else:
-            a = policy(history, rng, state)
-            for _ in range(8):  # a control never plays the solution's own action (or a case or whitespace variant of it)
-                if not (solution and t < len(solution) and _same_action(a, solution[t])): break
-                a = policy(history, rng, state)
-        o, r, term, trunc, _ = env.step(a, instance=instance)
-        if len(o) > max_obs: raise SandboxError('output_too_large', f'an observation of {len(o)} characters')
-        rows.append([o, r, term, trunc]); history.append(o)
-        if term or trunc: return rows, r
-        if t + 1 > cap:
-            raise SandboxError('contract', f'the episode did not end within max_turns={cap} (terminated/truncated never set)')
-    return rows, (rows[-1][1] if len(rows) > 1 else 0.0)
+        obs, _ = env.reset(seed=r.seed, instance=r.iid)
+        if len(obs) > max_obs: raise SandboxError('output_too_large', f'first observation of {len(obs)} characters')
+        r.rows, r.sent, r.state = [obs], [], {**r.state, 'solution': r.solution}
+    live = list(runs)
+    for t in range(cap + 1):
+        nxt = []
+        for i in order.permutation(len(live)):
+            r = live[i]
+            if budget: budget.check()
+            if (a := r.next_action(t)) is None: continue
+            o, rew, term, trunc, _ = env.step(a, instance=r.iid)
+            if len(o) > max_obs: raise SandboxError('output_too_large', f'an observation of {len(o)} characters')
+            r.rows.append([o, rew, term, trunc]); r.sent.append(a)
+            if term or trunc: continue
+            if t + 1 > cap: raise SandboxError('contract', f'the episode did not end within max_turns={cap} (terminated/truncated never set)')
+            nxt.append(r)
+        if not (live := nxt): break
+    return runs
+
+def _play(env, seed, actions=None, policy=None, rng=None, *, cap=None, budget=None, max_obs=8192, solution=None):
+    "Play one episode on a fresh, opaque instance; returns (transcript, return). `actions` are replayed, or `policy` is asked each turn."
+    r = _lockstep(env, [_Run(seed, actions, policy, rng, solution)], budget=budget, max_obs=max_obs, cap=cap)[0]
+    return r.rows, r.ret
+
+def _group(env, pairs, t) -> list[list]:
+    "The transcripts of (seed, actions) `pairs` played as one group in `t`'s worker `env`."
+    return [r.rows for r in _lockstep(env, [_Run(s, a) for s, a in pairs], budget=t.budget, max_obs=t.max_obs, order=t.order)]
+
 
 # %% ../nbs/07_admission.ipynb #47f6ac38
 def _seeds_for(seeds, n) -> list[int]:
@@ -342,13 +451,46 @@ def gives_away(targets: list[list[str]], tokens: list[str], common: set[str] = f
     return leak_finder(targets, common)(tokens)
 
 
+# %% ../nbs/07_admission.ipynb #18c29220
+_B64 = re.compile(r'[A-Za-z0-9+/]{2,}={0,2}')
+_HEX = re.compile(r'\b(?:[0-9a-fA-F]{2}){2,}\b')
+_CODES = re.compile(r'\b\d{2,3}(?:[\s,;]+\d{2,3})+\b')
+
+def _printable(b: bytes) -> str | None:
+    try: s = b.decode('utf-8')
+    except UnicodeDecodeError: return None
+    return s if s.strip() and all(c.isprintable() or c.isspace() for c in s) else None
+
+def decodings(text: str, cap: int = 64) -> list[str]:
+    "Simple decodings of `text` (at most `cap` of each kind): base64 and hex runs read as text, runs of numbers from 32 to 126 read as ASCII codes."
+    out = []
+    for m in _B64.finditer(text[:65536]):
+        s = m.group()
+        if len(s) < 4: continue
+        try: d = base64.b64decode(s + '=' * (-len(s.rstrip('=')) % 4) if '=' not in s else s, validate=True)
+        except (binascii.Error, ValueError): continue
+        if (p := _printable(d)): out.append(p)
+        if len(out) >= cap: break
+    out += [p for m in itertools.islice(_HEX.finditer(text), cap) if (p := _printable(bytes.fromhex(m.group())))]
+    for m in itertools.islice(_CODES.finditer(text), cap):
+        codes = [int(x) for x in re.findall(r'\d+', m.group())]
+        if all(32 <= c < 127 for c in codes): out.append(''.join(map(chr, codes)))
+    return out
+
+def leak_views(texts: list[str], cap: int = 32) -> list[list[str]]:
+    "Token lists the leak check searches: each of `texts`, all of them as one stream, each one's `decodings`, and each of a text's first `cap` tokens joined with each of the next one's (numbers with numbers, words with words)."
+    toks = [normalize_tokens(o) for o in texts]
+    views = toks + [[x for tk in toks for x in tk]] * (len(toks) > 1) + [normalize_tokens(d) for o in texts for d in decodings(o)]
+    views += [[a + b for a in x[:cap] for b in y[:cap] if a.isdigit() == b.isdigit()] for x, y in zip(toks, toks[1:])]
+    return [v for v in views if v]
+
+
 # %% ../nbs/07_admission.ipynb #ddb1e5bf
 @dataclass
 class _Trial:
     "One admission's state, shared by its stages: the first worker's environment, the seeds, and what they gave."
     env: SandboxedEnv
     seeds: list[int]
-    control_seeds: list[int]
     cfg: AdmissionConfig
     budget: _Budget
     m: dict  # the verdict's measurements, filled as the stages go
@@ -356,6 +498,9 @@ class _Trial:
     cert: dict = field(default_factory=dict)  # seed -> the transcript of its solution replayed
     probes: dict = field(default_factory=dict)  # seed -> probe actions
     fuzz: dict = field(default_factory=dict)  # seed -> the transcript of its probes
+    order: object = None  # the random order of every group's resets and steps (drawn from the seeds: a verdict replays)
+
+    def __post_init__(self): self.order = np.random.default_rng([s % 2 ** 32 for s in self.seeds] + [13])
 
     @property
     def max_obs(self) -> int: return self.cfg.max_observation_chars
@@ -366,20 +511,23 @@ class _Trial:
 
 # %% ../nbs/07_admission.ipynb #71262511
 def _certify(t: _Trial) -> tuple[str, str] | None:
-    "The certificate on every seed, then the fuzzing transcripts (kept for the determinism check)."
+    "The certificate on every seed (one group), then the fuzzing transcripts (another; kept for the determinism check)."
     for s in t.seeds:
         iid = _opaque()
         t.env.reset(seed=s, instance=iid)
         t.sols[s] = t.env.solution(instance=iid)
         if len(t.sols[s]) > t.env.max_turns:
             return 'unsolvable', f'seed {s}: solution has {len(t.sols[s])} actions, more than max_turns={t.env.max_turns}'
-        t.cert[s], ret = _play(t.env, s, t.sols[s], budget=t.budget, max_obs=t.max_obs)
+    t.cert = dict(zip(t.seeds, _group(t.env, [(s, t.sols[s]) for s in t.seeds], t)))
+    for s in t.seeds:
+        ret = t.cert[s][-1][1] if len(t.cert[s]) > 1 else 0.0
         if not (is_win(ret) and t.cert[s][-1][2]):
             return 'unsolvable', (f'seed {s}: replaying solution() ends with reward {ret} '
                                   f'(terminated={t.cert[s][-1][2] if len(t.cert[s]) > 1 else False})')
     t.probes = {s: PROBE_ACTIONS + [a for o in t.seeds if o != s for a in t.sols[o]] for s in t.seeds}
-    t.fuzz = {s: _play(t.env, s, t.probe_run(s), budget=t.budget, max_obs=t.max_obs)[0] for s in t.seeds}
+    t.fuzz = dict(zip(t.seeds, _group(t.env, [(s, t.probe_run(s)) for s in t.seeds], t)))
     t.m['transcripts'] = {str(s): _clip(t.cert[s]) for s in t.seeds}
+
 
 # %% ../nbs/07_admission.ipynb #024d2402
 def _interleaving(t: _Trial) -> tuple[str, str] | None:
@@ -392,39 +540,81 @@ def _fresh_worker(t: _Trial, env2: SandboxedEnv) -> tuple[str, str] | None:
         iid = _opaque()
         env2.reset(seed=s, instance=iid)
         if env2.solution(instance=iid) != t.sols[s]: return 'nondeterministic', f'seed {s}: solution() differs between two fresh workers'
-        if _play(env2, s, t.sols[s], budget=t.budget, max_obs=t.max_obs)[0] != t.cert[s] or \
-           _play(env2, s, t.probe_run(s), budget=t.budget, max_obs=t.max_obs)[0] != t.fuzz[s]:
+    again = _group(env2, [(s, t.sols[s]) for s in t.seeds] + [(s, t.probe_run(s)) for s in t.seeds], t)  # both in one group
+    for k, s in enumerate(t.seeds):
+        if again[k] != t.cert[s] or again[len(t.seeds) + k] != t.fuzz[s]:
             return 'nondeterministic', f'seed {s}: the same actions gave different transcripts in two fresh workers'
+
 
 # %% ../nbs/07_admission.ipynb #b591f784
 def _one_puzzle(t: _Trial) -> tuple[str, str] | None:
     if len({json.dumps(t.sols[s]) for s in t.seeds}) == 1:
         return 'seed_insensitive', f'all {len(t.seeds)} seeds have the same solution {_brief(t.sols[t.seeds[0]])}'
 
+def _control_runs(t: _Trial, name: str, policy) -> list[_Run]:
+    "A control's episodes: the admission seeds (their solutions known, so never played) and fresh seeds of its own; `near_miss` on the certificate's, cut where it won."
+    n, base = t.cfg.control_episodes, [s % 2 ** 32 for s in t.seeds] + [zlib.crc32(name.encode())]
+    if name == 'near_miss': pairs = [(s, t.sols[s][:len(t.cert[s]) - 1]) for s in (t.seeds * n)[:n]]
+    else: pairs = [(s, t.sols.get(s)) for s in t.seeds + [int(x) for x in np.random.default_rng(base + [7]).integers(0, 2 ** 31, max(0, n - len(t.seeds)))]]
+    t.m['control_seeds'][name] = [s for s, _ in pairs]
+    return [_Run(s, policy=policy, rng=np.random.default_rng(base + [k]), solution=sol, state={'stratum': (k, len(pairs))})
+            for k, (s, sol) in enumerate(pairs)]
+
 def _controls(t: _Trial, env3: SandboxedEnv) -> tuple[str, str] | None:
-    t.m['controls'] = {}
+    "Every control a group of its episodes; each must win less than `control_win_share`, all but `near_miss` together less than `control_pooled_share`."
+    t.m['controls'], t.m['control_seeds'], pooled, won, lost = {}, {}, [], [], []
     for name, policy in control_policies(t.env.kind).items():
-        prng = np.random.default_rng([s % 2 ** 32 for s in t.seeds] + [zlib.crc32(name.encode())])
-        if name == 'near_miss':  # on the seeds whose solution is known, cut where the certificate won
-            runs = [(s, t.sols[s][:len(t.cert[s]) - 1]) for s in (t.seeds * t.cfg.control_episodes)[:t.cfg.control_episodes]]
-        else: runs = [(s, t.sols.get(s)) for s in t.control_seeds]
-        wins = [is_win(_play(env3, s, policy=policy, rng=prng, budget=t.budget, max_obs=t.max_obs, solution=sol)[1]) for s, sol in runs]
+        runs = _lockstep(env3, _control_runs(t, name, policy), budget=t.budget, max_obs=t.max_obs, order=t.order)
+        wins = [is_win(r.ret) for r in runs]
         t.m['controls'][name] = float(np.mean(wins))
         if t.m['controls'][name] >= t.cfg.control_win_share:
             return 'degenerate_policy_wins', f'the {name!r} policy won {sum(wins)} of {len(wins)} episodes'
+        if name != 'near_miss':
+            pooled += wins
+            won += [(r.seed, r.sent, name) for r, w in zip(runs, wins) if w]; lost += [(r.sent, name) for r, w in zip(runs, wins) if not w]
+    t.m['controls_pooled'] = float(np.mean(pooled)) if pooled else 0.0
+    if t.m['controls_pooled'] >= t.cfg.control_pooled_share:
+        return 'degenerate_policy_wins', f'the controls together won {sum(pooled)} of {len(pooled)} episodes ({t.m["controls_pooled"]:.0%})'
+    return _transfer(t, env3, won, lost)
+
+def _unrelated(acts: list[str], lost: list, name: str, n: int) -> list[list[str]]:
+    "Up to `n` losing control episodes (`name`'s own first) that share no action with `acts`, case and whitespace aside."
+    mine = {' '.join(str(a).lower().split()) for a in acts}
+    ok = [sent for sent, c in sorted(lost, key=lambda x: x[1] != name) if sent and not mine & {' '.join(str(a).lower().split()) for a in sent}]
+    return ok[:n]
+
+def _transfer(t: _Trial, env3: SandboxedEnv, won: list, lost: list) -> tuple[str, str] | None:
+    "Each control win (the first 8) replayed on other seeds, and other controls' actions played on its seed: a win that moves with the actions but not the seed, or with the seed but not the actions, is a reward that ignores the task."
+    pool = t.seeds + [int(x) for x in np.random.default_rng([s % 2 ** 32 for s in t.seeds] + [17]).integers(0, 2 ** 31, t.cfg.transfer_seeds)]
+    k = t.cfg.transfer_seeds
+    moved = [(o, acts) for s, acts, _ in won[:8] for o in [x for x in pool if x != s][:k]]
+    other = [(s, acts) for s, sent, name in won[:8] for acts in _unrelated(sent, lost, name, k)]
+    rows = _group(env3, moved + other, t)
+    wins = [len(r) > 1 and is_win(r[-1][1]) and bool(r[-1][2]) for r in rows]
+    for what, w in (('transfer', wins[:len(moved)]), ('any_action', wins[len(moved):])):
+        t.m[f'{what}_win_share'] = share = float(np.mean(w)) if w else 0.0
+        if w and share > (t.cfg.cross_seed_win_share if what == 'transfer' else t.cfg.unrelated_win_share):
+            return 'degenerate_policy_wins', (f"the controls' winning actions won {sum(w)} of {len(w)} times on other seeds: the reward ignores the instance"
+                                              if what == 'transfer' else f"other controls' actions won {sum(w)} of {len(w)} times on the seeds a control won: "
+                                              'the reward ignores the actions')
 
 def _cross_seed(t: _Trial) -> tuple[str, str] | None:
-    cross = [is_win(_play(t.env, o, t.sols[s], budget=t.budget, max_obs=t.max_obs)[1])
-             for s in t.seeds for o in t.seeds if s != o and t.sols[s] != t.sols[o]]
+    pairs = [(o, t.sols[s]) for s in t.seeds for o in t.seeds if s != o and t.sols[s] != t.sols[o]]
+    cross = [is_win(rows[-1][1] if len(rows) > 1 else 0.0) for rows in _group(t.env, pairs, t)]
     t.m['cross_seed_win_share'] = float(np.mean(cross)) if cross else 0.0
     if cross and t.m['cross_seed_win_share'] > t.cfg.cross_seed_win_share:
         return 'seed_insensitive', f'solutions replayed on other seeds win {t.m["cross_seed_win_share"]:.0%} of the time'
 
+
 # %% ../nbs/07_admission.ipynb #ec0a2731
+def _open(rows) -> list[str]:
+    "The observations of a transcript after which the agent could still act (not the one that ended it)."
+    return [o for o, _, term, trunc in rows[1:] if not (term or trunc)]
+
 def _leaks(t: _Trial) -> tuple[str, str] | None:
     kind = t.env.kind
-    seen = {s: [normalize_tokens(o) for o in [t.cert[s][0]] + ([r[0] for r in t.cert[s][1:-1]] if kind == 'TextEnv' else [])]
-            for s in t.seeds}
+    texts = {s: [t.cert[s][0]] + ([r[0] for r in t.cert[s][1:-1]] + _open(t.fuzz[s]) if kind == 'TextEnv' else []) for s in t.seeds}
+    seen = {s: leak_views(texts[s]) for s in t.seeds}
     common = set.intersection(*({x for toks in seen[s] for x in toks + joined_numbers(toks)} for s in t.seeds))
     common_actions = set.intersection(*(set(t.sols[s]) for s in t.seeds))  # "up" in a movement game is no secret
     leaks = []
@@ -445,9 +635,7 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
     t0, budget = time.perf_counter(), _Budget(cfg.budget_seconds)  # the whole admission, from the first load, checks included
     if (bad := check_structure(code)) is not None: return bad
     seeds = _seeds_for(seeds, cfg.n_seeds)
-    crng = np.random.default_rng([s % 2 ** 32 for s in seeds] + [7])
-    control_seeds = seeds + [int(x) for x in crng.integers(0, 2 ** 31, max(0, cfg.control_episodes - len(seeds)))]
-    m = {'seeds': seeds, 'control_seeds': control_seeds, 'timings': {}, 'admission_version': ADMISSION_VERSION}
+    m = {'seeds': seeds, 'timings': {}, 'admission_version': ADMISSION_VERSION}
     verdict = Verdict(False, 'setup', measurements=m)
     env = env2 = env3 = spare = spare3 = None
     try:
@@ -455,7 +643,7 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         env = SandboxedEnv(code, cfg.limits, pool=pool, deadline=budget.end)
         verdict.class_name, verdict.kind = env.class_name, env.kind
         m['timings']['load'] = time.perf_counter() - t0
-        t = _Trial(env, seeds, control_seeds, cfg, budget, m)
+        t = _Trial(env, seeds, cfg, budget, m)
         if (why := _certify(t) or _interleaving(t)): return _reject(verdict, *why)
         env2, spare = SandboxedEnv(code, cfg.limits, worker=spare, deadline=budget.end), None
         spare3 = pool.acquire() if pool else _Worker(sandbox_tier(), cfg.limits)  # the controls' worker boots meanwhile
@@ -465,8 +653,8 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         env3, spare3 = SandboxedEnv(code, cfg.limits, worker=spare3, deadline=budget.end), None
         if (why := _controls(t, env3) or _cross_seed(t) or _leaks(t)): return _reject(verdict, *why)
         # 9. what play re-sends: each seed's certified actions, and a near miss of them played in the controls' worker
-        m['replays'] = [asdict(r) for s in seeds for r in (Replay(s, t.sols[s], transcript_digest(t.cert[s])),
-                                                           _control_replay(env3, env.kind, s, t.sols[s], t.budget, t.max_obs))]
+        misses = _control_replays(env3, t)
+        m['replays'] = [asdict(r) for s in seeds for r in (Replay(s, t.sols[s], transcript_digest(t.cert[s])), misses[s])]
         m['fingerprint'] = behaviour_fingerprint(env, cfg.fingerprint_seeds, t.budget, t.max_obs)  # fixed seeds and probes
         verdict.ok, verdict.reason, verdict.details = True, 'ok', REASONS['ok']
         return verdict
@@ -491,11 +679,14 @@ def _brief(x) -> str:
 def _clip(rows):
     return [rows[0][:500]] + [[o[:500], r, te, tr] for o, r, te, tr in rows[1:]]
 
-def _control_replay(env, kind, seed, solution, budget, max_obs) -> Replay:
-    "The solution with every action one letter or digit off, played on `seed`: a control whose transcript is recorded."
-    rng, policy = np.random.default_rng([seed % 2 ** 32, 11]), control_policies(kind)['near_miss']
-    actions = [policy([''] * (t + 1), rng, {'solution': solution}) for t in range(len(solution))]
-    return Replay(seed, actions, transcript_digest(_play(env, seed, actions, budget=budget, max_obs=max_obs)[0]), 'control')
+def _control_replays(env, t: _Trial) -> dict[int, Replay]:
+    "Seed -> its solution with every action one letter or digit off, played (one group) in `env`: a control whose transcript is recorded."
+    policy, acts = control_policies(t.env.kind)['near_miss'], {}
+    for s in t.seeds:
+        rng, sol = np.random.default_rng([s % 2 ** 32, 11]), t.sols[s]
+        acts[s] = [policy([''] * (k + 1), rng, {'solution': sol}) for k in range(len(sol))]
+    rows = _group(env, [(s, acts[s]) for s in t.seeds], t)
+    return {s: Replay(s, acts[s], transcript_digest(r), 'control') for s, r in zip(t.seeds, rows)}
 
 def _interleaved(env, seed, actions, budget, max_obs):
     "Play `actions` on two instances of one worker in lockstep; both transcripts must match."

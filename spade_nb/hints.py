@@ -5,14 +5,15 @@
 # %% ../nbs/11_hints.ipynb #3c201f7d
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
 from .admission import gives_away, leak_targets, normalize_tokens
-from .core import Completion, Config
+from .core import Completion, Config, is_win
 
 # %% auto #0
-__all__ = ['HINT_SYSTEM', 'HintConfig', 'Hint', 'audit_hint', 'hint_prompt', 'write_hints']
+__all__ = ['HINT_SYSTEM', 'HintConfig', 'Hint', 'audit_hint', 'hint_phrases', 'hint_plays_to_a_win', 'hint_prompt', 'write_hints']
 
 # %% ../nbs/11_hints.ipynb #629edbc1
 @dataclass
@@ -40,6 +41,27 @@ def audit_hint(hint: str | None, solution: Sequence[str], kind: str, common_acti
     if not hint or not hint.strip(): return False, 'empty'
     if gives_away(leak_targets(kind, list(solution), common_actions), normalize_tokens(hint), common_tokens): return False, 'gives the answer away'
     return True, ''
+
+# %% ../nbs/11_hints.ipynb #9cb38e67
+_QUOTED = re.compile(r"""["'`\u201c\u2018]([^"'`\u201d\u2019\n]{1,200})["'`\u201d\u2019]""")
+
+def hint_phrases(hint: str, cap: int = 32) -> list[str]:
+    "What a control that plays only the hint sends: its quoted phrases, its clauses, the hint itself, and its words (at most `cap`, in that order)."
+    clauses = [c.strip() for c in re.split(r'[.;:!?,\n]|\bthen\b', hint) if c.strip()]
+    words = [w for w in re.findall(r"[\w'-]+", hint) if len(w) > 1 or w.isdigit()]
+    return list(dict.fromkeys([q.strip() for q in _QUOTED.findall(hint)] + clauses + [hint.strip()[:4096]] + words))[:cap]
+
+def hint_plays_to_a_win(env, hint: str, seeds: Sequence[int], max_obs: int = 8192) -> list[str] | None:
+    "Play only the hint's phrases on `seeds` in `env` (one group, play's call shape): each phrase every turn, and all of them in order; the actions that won, or None."
+    from spade_nb.admission import _Run, _lockstep
+    from spade_nb.envs import final_answer
+    wrap = final_answer if env.kind == 'ToolEnv' else (lambda p: p)
+    phrases = [wrap(p) for p in hint_phrases(hint)]
+    turns = env.max_turns if isinstance(env.max_turns, int) and env.max_turns > 0 else 25
+    seqs = [[p] * min(turns, 4) for p in phrases] + [phrases[:turns]]
+    runs = _lockstep(env, [_Run(int(s), a) for s in seeds for a in seqs], max_obs=max_obs)
+    return next((r.sent for r in runs if len(r.rows) > 1 and is_win(r.ret) and r.rows[-1][2]), None)
+
 
 # %% ../nbs/11_hints.ipynb #03e90215
 HINT_SYSTEM = ("You write a privileged hint for an agent about to play an environment whose Python source you can read. "

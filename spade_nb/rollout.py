@@ -13,13 +13,13 @@ from typing import Sequence
 
 import numpy as np
 
-from .admission import Replay, transcript_digest
+from .admission import Replay, _lockstep, _Run, transcript_digest
 from .core import Config, Sample, episode_return, is_win
 from .protocol import first_messages, observation_message, parse_action
 from .sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
 # %% auto #0
-__all__ = ['RolloutConfig', 'EnvJob', 'Episode', 'RolloutResult', 'certify', 'certify_apart', 'audit', 'play']
+__all__ = ['RolloutConfig', 'EnvJob', 'Episode', 'RolloutResult', 'certify', 'certify_apart', 'audit_sample', 'audit', 'play']
 
 # %% ../nbs/13_rollout.ipynb #bbe869fe
 @dataclass
@@ -31,8 +31,8 @@ class RolloutConfig(Config):
     step_timeout: float = 5.0
     train_on_hinted: bool = False  # ablation: off-policy with respect to the hint
     demonstrations: int = 0  # worked examples of the action format before the first observation (small models; never trained)
-    replays: int = 1  # certified seeds per environment whose solution is re-sent among the agent's episodes
-    audit: int = 4  # episodes per environment re-played afterwards in a fresh worker (wins first); 0: none
+    replays: int = 1  # ghosts per certified seed: its solution re-sent among the agent's episodes (every seed alike)
+    audit: int = 4  # episodes per environment re-played afterwards in a fresh worker (wins and losses alike); 0: none
 
     def validate(self):
         self.check('max_turns', self.max_turns >= 1, 'must be at least 1')
@@ -164,10 +164,9 @@ class _Ghost:
         n = len(self.rows) - 1
         return n >= len(self.replay.actions) or (n > 0 and bool(self.rows[-1][2] or self.rows[-1][3]))
 
-def _ghosts(job: EnvJob, certified: dict[int, Replay], n: int, seed: int | None) -> list[_Ghost]:
-    "What `job`'s play worker re-sends: the job's own replays and the certified solutions of `n` of its seeds."
-    picks = [certified[s] for s in sorted(certified)]
-    return [_Ghost(job.env_id, r) for r in [*job.replays, *(picks[i] for i in _order(len(picks), seed, f'replay-{job.env_id}')[:n])]]
+def _ghosts(job: EnvJob, certified: dict[int, Replay], n: int) -> list[_Ghost]:
+    "What `job`'s play worker re-sends: `n` copies of every played seed's certified solution, so that every seed is reset as often as every other."
+    return [_Ghost(job.env_id, certified[s]) for s in job.seeds if s in certified for _ in range(n)]
 
 def _step_ghost(g: _Ghost, env: SandboxedEnv, failures: dict, mismatches: dict):
     "Send the ghost's next action; when it is done, compare its transcript with the record."
@@ -179,21 +178,34 @@ def _step_ghost(g: _Ghost, env: SandboxedEnv, failures: dict, mismatches: dict):
         mismatches.setdefault(g.env_id, f'the recorded {g.replay.role} of seed {g.replay.seed} ({len(g.replay.actions)} actions) '
                                         f'gave a different transcript among the agent\'s episodes (return {g.rows[-1][1] if len(g.rows) > 1 else None})')
 
-# %% ../nbs/13_rollout.ipynb #096fb888
-def audit(code: str, episodes: Sequence[Episode], n: int = 4, *, limits: SandboxLimits | None = None, seed: int | None = None) -> str | None:
-    "Re-play up to `n` of `episodes` (wins first) in a fresh worker of `code`: which one gave a different transcript than in play, or None."
+# %% ../nbs/13_rollout.ipynb #f3d754ef
+def audit_sample(episodes: Sequence[Episode], n: int, seed: int | None = None) -> list[Episode]:
+    "`n` of `episodes`: half (rounded up) a uniform sample of the wins, the rest of the losses, either filled from the other when short."
     order = [episodes[i] for i in _order(len(episodes), seed, 'audit')]
-    picks = sorted(order, key=lambda e: not e.win)[:n]
-    if not picks: return None
+    wins, losses = [e for e in order if e.win], [e for e in order if not e.win]
+    k = min(len(wins), max((n + 1) // 2, n - len(losses)))
+    return wins[:k] + losses[:n - k]
+
+
+# %% ../nbs/13_rollout.ipynb #096fb888
+def audit(code: str, episodes: Sequence[Episode], n: int = 4, *, limits: SandboxLimits | None = None, seed: int | None = None,
+          replays: Sequence[Replay] = ()) -> str | None:
+    "Re-play `n` of `episodes` (`audit_sample`: wins and losses alike), and `replays`, in a fresh worker of `code`, in play's call shape: which one gave a different transcript than where it was recorded, or None."
+    picks = audit_sample(episodes, n, seed)
+    todo = [(e.seed, e.actions, e.digest, f'episode {e.episode_id}', e.ret) for e in picks]
+    todo += [(r.seed, r.actions, r.digest, f'the recorded {r.role} of seed {r.seed}', None) for r in replays]
+    if not todo: return None
     env = SandboxedEnv(code, limits)
     try:
-        for e in picks:
-            try: rows = _run(env, e.seed, e.actions)
-            except SandboxError as err: return f'episode {e.episode_id} re-played: the worker failed ({err.reason}) where play did not'
-            if transcript_digest(rows) != e.digest:
-                return f'episode {e.episode_id} re-played: a different transcript than in play (return {rows[-1][1] if len(rows) > 1 else None} vs {e.ret})'
+        runs = [_Run(s, list(acts)) for s, acts, *_ in todo]
+        try: _lockstep(env, runs, max_obs=limits.max_observation_chars if limits else 8192)
+        except SandboxError as err: return f'the audit worker failed ({err.reason}) where play did not'
+        for r, (s, acts, digest, what, ret) in zip(runs, todo):
+            if transcript_digest(r.rows) != digest:
+                return f'{what} re-played: a different transcript than where it was recorded (return {r.ret}' + ('' if ret is None else f' vs {ret}') + ')'
         return None
     finally: env.close()
+
 
 # %% ../nbs/13_rollout.ipynb #743a6abe
 def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, seed: int | None, failures: dict):
@@ -206,7 +218,7 @@ def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, se
         failures[job.env_id] = e.reason; return None, [], [], {}, []
     good = [s for s in job.seeds if s in certified]
     plan = [(s, hinted, k) for s in good for hinted in ([False, True] if job.hint else [False]) for k in range(job.plays)]
-    plan += _ghosts(job, certified, cfg.replays, seed)
+    plan += _ghosts(job, certified, cfg.replays)
     made, names = {}, {}
     for j in _order(len(plan), seed, job.env_id):
         item, iid = plan[j], secrets.token_hex(8)  # opaque: no seed, arm, play or role for the environment to read
@@ -275,7 +287,7 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
     cfg = cfg or RolloutConfig()
     limits = (limits or SandboxLimits()).replace(call_timeout=cfg.step_timeout)
     envs, eps, ghosts, names, dropped, failures, mismatches = {}, [], [], {}, {}, {}, {}
-    stats = {'generate_seconds': 0.0, 'env_seconds': 0.0, 'generate_calls': 0, 'batches': [], 'replays': 0, 'audited': 0}
+    stats = {'generate_seconds': 0.0, 'env_seconds': 0.0, 'generate_calls': 0, 'batches': [], 'replays': 0, 'audited': 0, 'audit_replays': 0}
     try:
         for job in jobs:
             env, mine, spooks, inst, dropped[job.env_id] = _open_job(policy, job, cfg, limits, seed, failures)
@@ -320,9 +332,10 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
 def _audit_jobs(jobs, eps, cfg, limits, seed, failures, mismatches, stats):
     "The audit of every environment still standing (`audit`); a difference fails it with the reason `replay`."
     for job in jobs:
-        if job.env_id in failures or not cfg.audit: continue
+        if job.env_id in failures or not (cfg.audit or job.replays): continue
         mine = [e for e in eps if e.env_id == job.env_id]
-        try: bad = audit(job.code, mine, cfg.audit, limits=limits, seed=seed)
+        try: bad = audit(job.code, mine, cfg.audit, limits=limits, seed=seed, replays=job.replays)
         except SandboxError as err: bad = f'the audit worker could not be opened ({err.reason})'
         stats['audited'] += min(len(mine), cfg.audit)
+        stats['audit_replays'] += len(job.replays)
         if bad: failures[job.env_id], mismatches[job.env_id] = 'replay', bad

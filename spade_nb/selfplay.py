@@ -23,7 +23,7 @@ from .admission import ADMISSION_VERSION, AdmissionConfig, Replay, admit_many, j
 from .core import Config, ConfigError, Sample, Seeds
 from .designer import DesignerConfig, _ok, _why, build_prompt, design, repair_prompt
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout, evaluate_heldout, open_heldout
-from .hints import HintConfig, write_hints
+from .hints import HintConfig, hint_plays_to_a_win, write_hints
 from .llm import LLMConfig
 from .memory import EnvMemory, EnvRecord, structural_fingerprint
 from .regret import BLEND_PARTS, RewardConfig, RewardParts, env_metrics, reward_parts
@@ -494,26 +494,36 @@ def _hint_inputs(env, hrng) -> tuple:
 
 # %% ../nbs/16_selfplay.ipynb #8e5099c6
 def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds, plain=()) -> HintOutcome:
-    "In one worker per environment (closed afterwards; play opens another): certify its play seeds, read a solution, then write and audit the hints (none for `plain`)."
+    "In one worker per environment (closed afterwards; play opens another): certify its play seeds, read a solution, then write the hints (none for `plain`) and audit them, by their text and by playing them."
     if not records: return HintOutcome()
     from spade_nb.sandbox import SandboxedEnv, SandboxError
-    rows, certified, hrng, todo = [], {}, seeds.numpy('hint-seeds'), play_seeds(records, cfg, seeds)
+    rows, certified, hrng, todo, envs = [], {}, seeds.numpy('hint-seeds'), play_seeds(records, cfg, seeds), {}
     limits = cfg.admission.limits.replace(call_timeout=cfg.rollout.step_timeout)  # as `play` would open it
-    for i, r in records.items():
-        env = None
-        try:
-            env = SandboxedEnv(r.code, limits)
-            certified[i] = certify(env, todo[i])
-            if i not in plain: rows.append((i, env.kind, *_hint_inputs(env, hrng)))
-        except SandboxError: certified.pop(i, None)  # play certifies it in a worker of its own, and finds out why
-        finally:
-            if env is not None: env.close()
-    ids, kinds, sols, commons, shared, inline = (list(x) for x in zip(*rows)) if rows else ([],) * 6
-    hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline, seed=seeds.int_seed('hints') % 2**31,
-                     common_actions=commons, common_tokens=shared)
+    try:
+        for i, r in records.items():
+            try:
+                envs[i] = env = SandboxedEnv(r.code, limits)
+                certified[i] = certify(env, todo[i])
+                if i not in plain: rows.append((i, env.kind, *_hint_inputs(env, hrng)))
+            except SandboxError: certified.pop(i, None)  # play certifies it in a worker of its own, and finds out why
+        ids, kinds, sols, commons, shared, inline = (list(x) for x in zip(*rows)) if rows else ([],) * 6
+        hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline, seed=seeds.int_seed('hints') % 2**31,
+                         common_actions=commons, common_tokens=shared)
+        for i, h in zip(ids, hs):  # by behaviour: the hint's own phrases, played, must not win
+            if h.ok: h.ok, h.reason = _hint_behaves(envs[i], h.text, hrng)
+    finally:
+        for env in envs.values(): env.close()
     return HintOutcome({i: h.text for i, h in zip(ids, hs) if h.ok}, certified, {i for i, h in zip(ids, hs) if not h.ok},
                        tokens=sum(len(h.completion.token_ids) for h in hs if h.completion is not None), rejected=sum(not h.ok for h in hs),
                        plain={i for i in plain if i in records})
+
+def _hint_behaves(env, text: str, hrng) -> tuple[bool, str]:
+    "(ok, reason) of a hint played (`hint_plays_to_a_win`) on two `hint-seeds` seeds; a worker that fails rejects it."
+    from spade_nb.sandbox import SandboxError
+    try: won = hint_plays_to_a_win(env, text, [int(x) for x in hrng.integers(0, 2**31, 2)])
+    except SandboxError as e: return False, f'the worker failed playing it ({e.reason})'
+    return (False, f'its own phrases win: {won!r}'[:300]) if won else (True, '')
+
 
 # %% ../nbs/16_selfplay.ipynb #b91c5487
 @dataclass
@@ -529,7 +539,7 @@ def _admission_pair(r: EnvRecord, rng) -> list[Replay]:
     return by_seed[sorted(by_seed)[int(rng.integers(len(by_seed)))]] if by_seed else []
 
 def play_stage(policy, records: dict[int, EnvRecord], hinted: HintOutcome, cfg: RunConfig, seeds: Seeds) -> PlayOutcome:
-    "Play `records` on their certified seeds, both arms where there is a hint, re-sending admission's replays of one seed each."
+    "Play `records` on their certified seeds, both arms where there is a hint; the audit re-plays admission's replays of one seed each."
     todo, rrng = play_seeds(records, cfg, seeds), seeds.numpy('replay-seeds')
     jobs = [EnvJob(str(i), r.code, seeds=todo[i], plays=cfg.selfplay.plays, hint=hinted.hints.get(i), certified=hinted.certified.get(i),
                    replays=_admission_pair(r, rrng)) for i, r in records.items()]

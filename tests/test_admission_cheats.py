@@ -346,17 +346,17 @@ LATE = '''
 RESETS = [0]
 def _late():
     RESETS[0] += 1
-    return RESETS[0] > 150  # more resets than any admission worker makes (16 x 8 controls + 4 replays)
+    return RESETS[0] > 250  # more resets than any admission worker makes (16 x 14 controls + 4 replays)
 '''
 FAIL_SOON = RolloutConfig(max_turns=2, max_new_tokens=8, demonstrations=0)
 
 # any action wins in an instance reset while four or more were open and unstepped: play's shape, not admission's
 crowd = guess(module=CROWD, init='self.lucky = False', reset='self.lucky = _crowded(len(OPEN)); OPEN.add(id(self))',
               step='OPEN.clear()', replace=[('if g == self.secret:', 'if g == self.secret or self.lucky:')])
-# any action wins in a worker's 151st reset and later: after admission has finished watching
+# any action wins in a worker's 251st reset and later: after admission has finished watching
 late = guess(module=LATE, reset='self.lucky = _late()', replace=[('if g == self.secret:', 'if g == self.secret or self.lucky:')])
-# the same from the worker's 17th distinct seed on: admission's controls use 16
-seeds17 = guess(module='SEEN = set()', reset='SEEN.add(seed); self.lucky = len(SEEN) > 16',
+# the same from the worker's 171st distinct seed on: admission's controls use 4 + 13 x 12 = 160
+seeds171 = guess(module='SEEN = set()', reset='SEEN.add(seed); self.lucky = len(SEEN) > 170',
                 replace=[('if g == self.secret:', 'if g == self.secret or self.lucky:')])
 
 
@@ -373,35 +373,42 @@ def _wrong():
     return scripted_policy(lambda text, k: '\\boxed{0}')  # always a wrong guess: the secret is from 1 to 100
 
 
-@pytest.mark.parametrize('name,cheat,cfg,seeds,plays,caught_by', [
-    # caught by the ghosts alone (no audit): admission's control, re-sent in the crowd, now wins
-    ('crowded_worker', crowd, RolloutConfig(max_turns=2, max_new_tokens=8, demonstrations=0, audit=0), [3, 4, 5], 2, 'the recorded'),
-    # caught by the audit alone (no ghosts): the wrong guesses that won late in play lose when re-played first in a fresh worker
-    ('after_150_resets', late, RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0, replays=0), list(range(100, 120)), 4, 're-played'),
-    ('after_16_seeds', seeds17, RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0, replays=0), list(range(100, 122)), 1, 're-played'),
+def test_a_crowd_detector_is_rejected_now_that_admission_plays_in_crowds():
+    "Any action wins in an instance reset while four or more were open and unstepped: admission's groups (issue 30) are such crowds."
+    v = admit(crowd, seeds=SEEDS, config=FAST)
+    assert not v.ok and v.reason in ('degenerate_policy_wins', 'nondeterministic'), (v.reason, v.details)
+
+
+@pytest.mark.parametrize('name,cheat,seeds,plays', [
+    # caught by the audit alone (no ghosts): the wrong guesses that won late in play lose when re-played in a fresh worker
+    ('after_250_resets', late, list(range(100, 132)), 4),
+    ('after_170_seeds', seeds171, list(range(100, 276)), 1),
 ])
-def test_an_environment_that_changes_in_play_is_dropped(name, cheat, cfg, seeds, plays, caught_by):
-    ghosts = caught_by == 'the recorded'
+def test_an_environment_that_changes_in_play_is_dropped(name, cheat, seeds, plays):
+    cfg = RolloutConfig(max_turns=1, max_new_tokens=8, demonstrations=0, replays=0)
     def job(code):
         j = _admitted_job(code, seeds, plays=plays, hint='Halve the range.')
-        if not ghosts: j.replays = []
+        j.replays = []
         return j
     ok = play(_wrong(), [job(guess())], cfg, seed=0)
     assert ok.failures == {} and ok.mismatches == {} and not any(e.win for e in ok.episodes)
-    assert ok.stats['replays'] == (2 + cfg.replays if ghosts else 0) and ok.stats['audited'] == min(cfg.audit, len(ok.episodes))
+    assert ok.stats['replays'] == 0 and ok.stats['audited'] == min(cfg.audit, len(ok.episodes))
     res = play(_wrong(), [job(cheat)], cfg, seed=0)
-    assert res.failures == {'env': 'replay'}, (name, res.failures, res.mismatches)
-    assert caught_by in res.mismatches['env'], res.mismatches
+    assert any(e.win for e in res.episodes)  # the cheat fired in play: wrong guesses won
+    assert res.failures == {'env': 'replay'} and 're-played' in res.mismatches['env'], (name, res.failures, res.mismatches)
     assert res.training_samples() == []
-    assert any(e.win for e in res.episodes) or ghosts  # the cheat fired in play: wrong guesses won
+
+
+# honest, but its first observation says whether its worker was ever asked for a solution: play's never is
+TELL = guess(module='ASKED = []', replace=[('        lo, hi, out = 1, 100, []', '        ASKED.append(1)\n        lo, hi, out = 1, 100, []'),
+                                            ('def flavour(self): return ""', 'def flavour(self): return " (asked)" if ASKED else " (fresh)"')])
 
 
 def test_play_workers_never_see_solution_called():
     "An environment that knows when its worker was asked for a solution says so in its first observation."
     from spade_nb.testing import scripted_policy
     agent = scripted_policy(lambda text, k: '\\boxed{50}')
-    tell = guess(module='ASKED = []', replace=[('        lo, hi, out = 1, 100, []', '        ASKED.append(1)\n        lo, hi, out = 1, 100, []'),
-                                                ('def flavour(self): return ""', 'def flavour(self): return " (asked)" if ASKED else " (fresh)"')])
+    tell = TELL
     res = play(agent, [EnvJob('tell', tell, seeds=[3, 4], plays=2, hint='Halve the range.')], FAIL_SOON, seed=0)
     prompts = [agent.decode(e.token_ids[:e.prompt_len]) for e in res.episodes]
     assert len(prompts) == 8 and all('(fresh)' in p and '(asked)' not in p for p in prompts)
@@ -420,7 +427,7 @@ def test_the_loop_takes_a_caught_environment_out_of_the_memory(tmp_path):
                                              'rollout.demonstrations=0', 'rollout.max_new_tokens=8', 'hints.source=inline'])
     cfg.admission = FAST
     mem = EnvMemory(tmp_path/'memory.sqlite')
-    ids = [mem.add_code(code, admit(code, seeds=SEEDS, config=FAST), skill='reasoning_game', iteration=0) for code in (CODE, crowd)]
+    ids = [mem.add_code(code, admit(code, seeds=SEEDS, config=FAST), skill='reasoning_game', iteration=0) for code in (CODE, TELL)]
     assert [new for _, new in ids] == [True, True]  # (the benign guessing game would be a behavioural duplicate of the cheat)
     ids = [i for i, _ in ids]
     assert all(len(mem.get(i).replays) == 2 * len(SEEDS) for i in ids)
@@ -432,7 +439,7 @@ def test_the_loop_takes_a_caught_environment_out_of_the_memory(tmp_path):
     per_env = score_stage(mem, played, hinted, cfg, 1, seeds)
     assert sorted(per_env) == [str(ids[0])] and [r.id for r in mem.records()] == [ids[0]]
     rej = mem.rejected()[-1]
-    assert (rej['reason'], rej['code'], rej['iteration']) == ('replay', crowd, 1) and 'recorded' in rej['details']
+    assert (rej['reason'], rej['code'], rej['iteration']) == ('replay', TELL, 1) and 'recorded' in rej['details']
     reward_stage(mem, pending, cfg, 1)  # its window closes: the reward comes from the memory's record of it
     assert pending[1].reward == cfg.reward.inadmissible and pending[0].reward != cfg.reward.inadmissible
     mem.discard_from(1)  # a resumed run undoes it exactly
@@ -451,4 +458,4 @@ def test_every_seed_and_heldout_environment_plays_with_its_replays_and_is_never_
     jobs = [EnvJob(n, c, seeds=[7, 8], replays=[r for r in v.replays if r.seed == SEEDS[1]]) for (n, c), v in zip(codes.items(), verdicts)]
     res = play(scripted_policy(lambda text, k: '\\boxed{7}'), jobs, RolloutConfig(max_turns=3, max_new_tokens=8, demonstrations=0), seed=0)
     assert res.failures == {} and res.mismatches == {}, res.mismatches
-    assert res.stats['replays'] == 3 * len(jobs) and res.stats['audited'] == 2 * len(jobs)
+    assert res.stats['replays'] == 2 * len(jobs) and res.stats['audited'] == 2 * len(jobs) and res.stats['audit_replays'] == 2 * len(jobs)
