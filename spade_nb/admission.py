@@ -466,7 +466,7 @@ def decodings(text: str, cap: int = 64) -> list[str]:
     out = []
     for m in _B64.finditer(text[:65536]):
         s = m.group()
-        if len(s) < 4: continue
+        if len(s) < 4 or (s.isalpha() and s.islower()) or s.isdigit(): continue  # a plain word or number: its decoding is noise
         try: d = base64.b64decode(s + '=' * (-len(s.rstrip('=')) % 4) if '=' not in s else s, validate=True)
         except (binascii.Error, ValueError): continue
         if (p := _printable(d)): out.append(p)
