@@ -505,6 +505,7 @@ def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: See
                 envs[i] = env = SandboxedEnv(r.code, limits)
                 certified[i] = certify(env, todo[i])
                 if i not in plain: rows.append((i, env.kind, *_hint_inputs(env, hrng)))
+                else: envs.pop(i).close()  # no hint to play in it
             except SandboxError: certified.pop(i, None)  # play certifies it in a worker of its own, and finds out why
         ids, kinds, sols, commons, shared, inline = (list(x) for x in zip(*rows)) if rows else ([],) * 6
         hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline, seed=seeds.int_seed('hints') % 2**31,
