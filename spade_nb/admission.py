@@ -532,7 +532,7 @@ def _certify(t: _Trial) -> tuple[str, str] | None:
 # %% ../nbs/07_admission.ipynb #024d2402
 def _interleaving(t: _Trial) -> tuple[str, str] | None:
     s0 = t.seeds[0]
-    if _interleaved(t.env, s0, t.sols[s0], t.budget, t.max_obs) != t.cert[s0]:
+    if any(rows != t.cert[s0] for rows in _group(t.env, [(s0, t.sols[s0])] * 2, t)):  # two instances of one seed, in lockstep
         return 'nondeterministic', f'seed {s0}: two interleaved instances of one worker diverged'
 
 def _fresh_worker(t: _Trial, env2: SandboxedEnv) -> tuple[str, str] | None:
@@ -687,18 +687,6 @@ def _control_replays(env, t: _Trial) -> dict[int, Replay]:
         acts[s] = [policy([''] * (k + 1), rng, {'solution': sol}) for k in range(len(sol))]
     rows = _group(env, [(s, acts[s]) for s in t.seeds], t)
     return {s: Replay(s, acts[s], transcript_digest(r), 'control') for s, r in zip(t.seeds, rows)}
-
-def _interleaved(env, seed, actions, budget, max_obs):
-    "Play `actions` on two instances of one worker in lockstep; both transcripts must match."
-    x, y = _opaque(), _opaque()
-    a, b = [env.reset(seed=seed, instance=x)[0]], [env.reset(seed=seed, instance=y)[0]]
-    for act in actions:
-        budget.check()
-        for inst, rows in ((x, a), (y, b)):
-            o, r, te, tr, _ = env.step(act, instance=inst)
-            rows.append([o, r, te, tr])
-        if a[-1][2] or a[-1][3]: break
-    return a if a == b else None
 
 def behaviour_fingerprint(env, seeds, budget=None, max_obs=8192) -> str:
     "sha256 of transcripts under fixed seeds and fixed probe actions, plus the solutions."

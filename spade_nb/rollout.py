@@ -104,6 +104,8 @@ class Episode:
                        adapter_version=self.adapter_version, meta={**meta, 'turn': k}, temperature=self.temperature or 1.0)
                 for k, (p, r, lps) in enumerate(self.turn_samples)]
 
+
+# %% ../nbs/13_rollout.ipynb #eef059e8
 @dataclass
 class RolloutResult:
     "All episodes of a rollout, the seeds dropped by certification, environments that failed, and what their replays showed."
