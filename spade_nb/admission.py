@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import base64
 import binascii
+import functools
 import itertools
 import hashlib
 import json
@@ -577,12 +578,34 @@ def _controls(t: _Trial, env3: SandboxedEnv) -> tuple[str, str] | None:
         return 'degenerate_policy_wins', f'the controls together won {sum(pooled)} of {len(pooled)} episodes ({t.m["controls_pooled"]:.0%})'
     return _transfer(t, env3, won, lost)
 
-def _unrelated(acts: list[str], lost: list, name: str, n: int) -> list[list[str]]:
-    "Up to `n` losing control episodes (`name`'s own first) that share no action with `acts`, case and whitespace aside."
-    mine = {' '.join(str(a).lower().split()) for a in acts}
-    ok = [sent for sent, c in sorted(lost, key=lambda x: x[1] != name) if sent and not mine & {' '.join(str(a).lower().split()) for a in sent}]
-    return ok[:n]
 
+# %% ../nbs/07_admission.ipynb #6525d93e
+@functools.lru_cache(maxsize=8192)
+def _readings(a: str) -> tuple[frozenset, str, str, str]:
+    "What an environment may read in an action: its tokens, its digits, its letters, its letters and digits (lower case)."
+    s = str(a).lower()
+    return (frozenset(normalize_tokens(s)), ''.join(filter(str.isdigit, s)), ''.join(filter(str.isalpha, s)),
+            ''.join(filter(str.isalnum, s)))
+
+def _holds(x: str, y: str) -> bool:
+    "Is one of two readings the other, or inside it (four characters or more: a lone letter is inside most text)?"
+    return bool(x and y) and (x == y or (min(len(x), len(y)) >= 4 and (x in y or y in x)))
+
+def _related(a: str, b: str) -> bool:
+    "Could an environment read `a` as `b`? They share a token, or one's digits, letters, or letters and digits hold the other's."
+    (ta, *ra), (tb, *rb) = _readings(a), _readings(b)
+    return bool(ta & tb) or any(_holds(x, y) for x, y in zip(ra, rb))
+
+def _unrelated(acts: list[str], lost: list, name: str, n: int) -> list[list[str]]:
+    "Up to `n` losing control episodes (`name`'s own first) none of whose actions is related to one of `acts`."
+    ok = []
+    for sent, _ in sorted(lost, key=lambda x: x[1] != name):
+        if sent and not any(_related(a, w) for a in dict.fromkeys(sent) for w in dict.fromkeys(acts)): ok.append(sent)
+        if len(ok) >= n: break
+    return ok
+
+
+# %% ../nbs/07_admission.ipynb #bab1e603
 def _transfer(t: _Trial, env3: SandboxedEnv, won: list, lost: list) -> tuple[str, str] | None:
     "Each control win (the first 8) replayed on other seeds, and other controls' actions played on its seed: a win that moves with the actions but not the seed, or with the seed but not the actions, is a reward that ignores the task."
     pool = t.seeds + [int(x) for x in np.random.default_rng([s % 2 ** 32 for s in t.seeds] + [17]).integers(0, 2 ** 31, t.cfg.transfer_seeds)]

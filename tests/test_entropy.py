@@ -51,3 +51,15 @@ def test_admission_admits_what_is_now_deterministic_and_still_rejects_what_is_no
     raw = _variant(NP_LINE).replace("return ('I hid", "return (open('/dev/urandom', 'rb').read(4).hex() + ' I hid")
     v = admit(raw)  # a file read of /dev/urandom is outside what the worker routes: the determinism checks catch it
     assert not v.ok and v.reason == 'nondeterministic', (v.reason, v.details)
+
+
+def test_an_echo_that_carries_the_secret_under_another_greeting_is_not_an_unrelated_action():
+    """On these seeds the echo control's first reply holds the digits 4164 (the prompt's '4 digits, each from 1 to 6 ...
+    4 digits'), which is the code of one of its own seeds: an honest win. Its other episodes differ from it only by the
+    greeting, so they carry the same digits and win there too; they used to be counted as unrelated actions, and the
+    design was rejected as a reward that ignores the actions (CI, 1 run in 40)."""
+    greeting = _variant(NP_LINE).replace("return ('I hid", "import random; return (random.choice(['Hello! ', 'Hi! ']) + 'I hid")
+    v = admit(greeting, seeds=[928121584, 2046121013, 515228920, 616950909])
+    assert v.measurements['controls']['echo'] > 0  # the precondition: the echo won an episode
+    assert v.ok, (v.reason, v.details)
+    assert v.measurements['any_action_win_share'] == 0.0
