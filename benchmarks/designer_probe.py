@@ -16,6 +16,7 @@ nothing, so the figures show the mechanics). The 1.5B coder (spade_nb.offline; a
 import argparse
 import time
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 
 from spade_nb.core import Seeds
@@ -67,27 +68,28 @@ def main():
         per_env = score_stage(parts.memory, played, hinted, c, k, seeds)
         reward_stage(parts.memory, [d for d in designed.pending if d.env_id is not None], c, k)  # the probe's window: the round itself
         secs += time.perf_counter() - t; tokens += designed.tokens
-        for r in designed.rows: r['reward'] = designed.pending[r['pending']].reward if r['pending'] is not None else None
+        for r in designed.rows: r.reward = designed.pending[r.pending].reward if r.pending is not None else None
         for i in designed.new_envs:
-            m = {key: v for key, v in per_env.get(str(i), {}).items() if key != 'estimate'}
+            e = per_env.get(i)
+            m = {**{key: v for key, v in asdict(e).items() if key != 'estimate'}, 'regret': e.regret} if e else {}
             admitted.append({'env_id': i, 'round': k, 'class': records[i].class_name, 'hint': hinted.hints.get(i), 'metrics': m, 'code': records[i].code})
-        _append(out/'designs.jsonl', [{**r, 'round': k, 'prompt': drafts[r['design']].prompt.messages if r['design'] < len(drafts) else None}
+        _append(out/'designs.jsonl', [{**asdict(r), 'round': k, 'prompt': drafts[r.design].prompt.messages if r.design < len(drafts) else None}
                                       for r in designed.rows])
         _append(out/'admitted.jsonl', admitted[len(admitted) - len(designed.new_envs):])
         _append(out/'episodes.jsonl', episode_rows(played, parts.policy))
         rows += designed.rows
-        print(f'round {k}: {n} designs, {len(designed.new_envs)} admitted, reasons {dict(Counter(r["reason"] for r in designed.rows))}, '
+        print(f'round {k}: {n} designs, {len(designed.new_envs)} admitted, reasons {dict(Counter(r.reason for r in designed.rows))}, '
               f'{time.perf_counter() - t:.0f} s', flush=True)
-    firsts = [r for r in rows if r['attempt'] == 0]
-    ok = sum(r['reason'] == 'ok' for r in firsts)  # new environments: a duplicate of one in the memory is refused
+    firsts = [r for r in rows if r.attempt == 0]
+    ok = sum(r.reason == 'ok' for r in firsts)  # new environments: a duplicate of one in the memory is refused
     lo, hi = wilson(ok, len(firsts))
-    print(f'\nmodel {parts.policy.name}, {len(firsts)} designs ({sum(r["mode"] == "edit" for r in firsts)} in edit mode), '
+    print(f'\nmodel {parts.policy.name}, {len(firsts)} designs ({sum(r.mode == 'edit' for r in firsts)} in edit mode), '
           f'{len(rows) - len(firsts)} repairs; transcripts in {out}')
     print(f'admitted share: {ok}/{len(firsts)} = {ok / max(1, len(firsts)):.2f}, 90% interval [{lo:.2f}, {hi:.2f}] '
           f'(goal: at least one admitted design: {"met" if ok else "NOT met"})')
     print(f'tokens per design: {tokens / max(1, len(rows)):.0f}; seconds per design (writing, admitting, hinting, playing): {secs / max(1, len(rows)):.1f}')
     print('\nrejection reasons:')
-    for reason, count in Counter(r['reason'] for r in rows if r['reason'] != 'ok').most_common():
+    for reason, count in Counter(r.reason for r in rows if r.reason != 'ok').most_common():
         print(f'  {reason:<24}{count}')
     for e in admitted:
         m = e['metrics']

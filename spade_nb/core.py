@@ -20,8 +20,8 @@ from typing import Any, Literal, Mapping, Union
 import numpy as np
 
 # %% auto #0
-__all__ = ['FINISH_REASONS', 'ROLES', 'ENDINGS', 'Completion', 'Sample', 'episode_return', 'is_win', 'valid_text', 'visible',
-           'ConfigError', 'Config', 'Seeds', 'seed_everything']
+__all__ = ['FINISH_REASONS', 'ROLES', 'EnvId', 'ENDINGS', 'Completion', 'Sample', 'episode_return', 'is_win', 'valid_text',
+           'visible', 'ConfigError', 'Config', 'Seeds', 'seed_everything']
 
 # %% ../nbs/00_core.ipynb #8201901f
 FINISH_REASONS = ('stop', 'length', 'context')
@@ -50,6 +50,7 @@ class Completion:
 
 # %% ../nbs/00_core.ipynb #960defa6
 ROLES = ('agent', 'designer')
+EnvId = int | str  # a memory environment's id, or a name (a held-out environment, a job of one's own)
 
 def _finite(x) -> bool: return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -62,7 +63,7 @@ class Sample:
     role: str  # 'agent' or 'designer'
     reward: float
     group: str  # advantage-normalisation key: environment id (agent) or skill (designer)
-    env_id: str = ''
+    env_id: EnvId = ''  # the environment played (agent) or designed (designer; '' if rejected)
     episode_id: str = ''
     advantage: float | None = None
     truncated: bool = False  # the context cap cut this sequence

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
-from .core import Completion, Config
+from .core import Completion, Config, Sample
 from .corpus import Document
 from .envs import CONTRACT
 
@@ -193,6 +193,13 @@ class Design:
 
     @property
     def provenance(self) -> dict | None: return self.prompt.document.provenance if self.prompt.document else None
+
+    def to_sample(self, reward: float = 0.0, *, temperature: float = 1.0, env_id: str = '', episode_id: str = '') -> Sample:
+        "The designer's training sample: the prompt (not trained) and the reply (trained, with its behaviour log-probs), grouped by skill."
+        p, c = self.prompt.ids, self.completion
+        return Sample(p + c.token_ids, [0] * len(p) + [1] * len(c.token_ids), [0.0] * len(p) + c.logprobs, 'designer', reward,
+                      group=self.prompt.skill, env_id=env_id, episode_id=episode_id, adapter_version=c.adapter_version,
+                      temperature=temperature)
 
 def design(policy, prompts: Sequence[DesignPrompt], cfg: DesignerConfig | None = None, *, seed: int | None = None) -> list[Design]:
     "One batched generate call over `prompts`; each reply parsed."

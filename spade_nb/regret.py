@@ -11,13 +11,13 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from .core import Config, is_win
+from .core import Config, EnvId, is_win
 
 # %% auto #0
 __all__ = ['BLEND_PARTS', 'FAILURES', 'RegretEstimate', 't_quantile', 'f_quantile', 'estimate_regret', 'plateau', 'blend_reward',
            'regret_reward', 'learnability_reward', 'solve_rate_reward', 'learning_progress', 'within_seed_share',
-           'RewardConfig', 'blend_parts', 'designer_reward', 'env_metrics', 'WindowFigures', 'window_figures',
-           'RewardParts', 'no_reward_reason', 'reward_parts', 'env_reward']
+           'RewardConfig', 'blend_parts', 'designer_reward', 'EnvScores', 'env_metrics', 'WindowFigures',
+           'window_figures', 'RewardParts', 'no_reward_reason', 'reward_parts', 'env_reward']
 
 # %% ../nbs/14_regret.ipynb #51fcb742
 @dataclass
@@ -303,24 +303,42 @@ def designer_reward(cfg: RewardConfig, est: RegretEstimate | None, win_rate_nohi
     return float(sum(w * parts[k] * (-1 if k == 'frontier_penalty' else 1) for k, w in cfg.weights().items()))
 
 # %% ../nbs/14_regret.ipynb #14450ef1
+@dataclass
+class EnvScores:
+    "One environment's figures over one iteration's plays (the no-hint arm unless said)."
+    plays: int  # episodes, both arms
+    R_no_hint: float | None  # mean return without the hint
+    R_hint: float | None  # with it
+    win_rate_nohint: float | None
+    win_rate_hint: float | None
+    turns: float | None  # mean turns, both arms
+    parse_failure_rate: float  # share of turns without a parseable action, both arms
+    zero_variance: bool  # every no-hint return equal (no agent gradient)
+    estimate: RegretEstimate | None = None  # the hint-gap regret and its interval (None: an arm missing or unpaired)
+
+    @property
+    def regret(self) -> float | None: return self.estimate.mean if self.estimate else None
+    @property
+    def regret_lo(self) -> float | None: return self.estimate.lo if self.estimate else None
+    @property
+    def regret_hi(self) -> float | None: return self.estimate.hi if self.estimate else None
+
 def env_metrics(episodes, *, paired: bool = True, seed: int = 0, level: float = 0.9, n_boot: int = 2000,
-                method: Literal['t', 'bootstrap'] = 't') -> dict[str, dict]:
-    "For each environment in `episodes` (rollout `Episode`s): R_hint, R_no_hint, regret and interval, win rates, turns, parse failures."
+                method: Literal['t', 'bootstrap'] = 't') -> dict[EnvId, EnvScores]:
+    "For each environment in `episodes` (rollout `Episode`s): returns and win rates by arm, turns, parse failures, the regret."
     out = {}
     for env_id in dict.fromkeys(e.env_id for e in episodes):
         eps = [e for e in episodes if e.env_id == env_id]
         plain = sorted((e for e in eps if not e.hint), key=lambda e: (e.seed, e.play))
         hinted = sorted((e for e in eps if e.hint), key=lambda e: (e.seed, e.play))
-        m = {'plays': len(eps), 'R_no_hint': _mean([e.ret for e in plain]), 'R_hint': _mean([e.ret for e in hinted]),
-             'win_rate_nohint': _mean([float(e.win) for e in plain]), 'win_rate_hint': _mean([float(e.win) for e in hinted]),
-             'turns': _mean([e.turns for e in eps]), 'parse_failure_rate': sum(e.parse_failures for e in eps) / max(1, sum(e.turns for e in eps)),
-             'zero_variance': len({e.ret for e in plain}) <= 1, 'regret': None, 'regret_lo': None, 'regret_hi': None}
+        est = None
         if plain and hinted and (len(plain) == len(hinted) or not paired):
             groups = [e.seed for e in plain] if paired else ([e.seed for e in hinted], [e.seed for e in plain])
             est = estimate_regret([e.ret for e in hinted], [e.ret for e in plain], paired=paired, groups=groups, seed=seed,
                                   level=level, n_boot=n_boot, method=method)
-            m.update(regret=est.mean, regret_lo=est.lo, regret_hi=est.hi, estimate=est)
-        out[env_id] = m
+        out[env_id] = EnvScores(len(eps), _mean([e.ret for e in plain]), _mean([e.ret for e in hinted]),
+                                _mean([float(e.win) for e in plain]), _mean([float(e.win) for e in hinted]), _mean([e.turns for e in eps]),
+                                sum(e.parse_failures for e in eps) / max(1, sum(e.turns for e in eps)), len({e.ret for e in plain}) <= 1, est)
     return out
 
 def _mean(xs): return float(np.mean(xs)) if len(xs) else None

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from .admission import Replay, _lockstep, _Run, transcript_digest
-from .core import Config, Sample, episode_return, is_win
+from .core import Config, EnvId, Sample, episode_return, is_win
 from .protocol import first_messages, observation_message, parse_action
 from .sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
@@ -45,7 +45,7 @@ class RolloutConfig(Config):
 @dataclass
 class EnvJob:
     "One environment to play: its code, the seeds (shared by both arms), plays per seed and arm, its hint, and what to re-send."
-    env_id: str
+    env_id: EnvId  # a memory id, or a name
     code: str
     seeds: list[int]
     plays: int = 1
@@ -57,7 +57,7 @@ class EnvJob:
 @dataclass
 class Episode:
     "One played episode: tokens, mask, behaviour log-probs, rewards and how it ended."
-    env_id: str
+    env_id: EnvId
     seed: int
     hint: bool
     play: int
@@ -90,7 +90,7 @@ class Episode:
     def to_sample(self, role: str = 'agent') -> Sample:
         "The training sample: the whole conversation as one sequence, only the agent's tokens unmasked."
         if self.messages is not None: raise ValueError(f'{self.episode_id} was played turn by turn: use to_samples()')
-        return Sample(self.token_ids, self.loss_mask, self.logprobs, role, self.ret, group=self.env_id, env_id=self.env_id,
+        return Sample(self.token_ids, self.loss_mask, self.logprobs, role, self.ret, group=str(self.env_id), env_id=self.env_id,
                       episode_id=self.episode_id, truncated=self.context_truncated, adapter_version=self.adapter_version,
                       meta={'seed': self.seed, 'hint': self.hint, 'turns': self.turns, 'ended_by': self.ended_by},
                       temperature=self.temperature or 1.0)
@@ -99,7 +99,7 @@ class Episode:
         "The whole conversation as one sample or, played turn by turn, one sample per agent turn: the prompt it was generated from and its reply, each with the episode's return."
         if self.messages is None: return [self.to_sample(role)]
         meta = {'seed': self.seed, 'hint': self.hint, 'turns': self.turns, 'ended_by': self.ended_by}
-        return [Sample(p + r, [0] * len(p) + [1] * len(r), [0.0] * len(p) + lps, role, self.ret, group=self.env_id, env_id=self.env_id,
+        return [Sample(p + r, [0] * len(p) + [1] * len(r), [0.0] * len(p) + lps, role, self.ret, group=str(self.env_id), env_id=self.env_id,
                        episode_id=self.episode_id, truncated=self.context_truncated and k == len(self.turn_samples) - 1,
                        adapter_version=self.adapter_version, meta={**meta, 'turn': k}, temperature=self.temperature or 1.0)
                 for k, (p, r, lps) in enumerate(self.turn_samples)]
@@ -111,9 +111,9 @@ class RolloutResult:
     "All episodes of a rollout, the seeds dropped by certification, environments that failed, and what their replays showed."
     episodes: list[Episode]
     dropped_seeds: dict[str, list[int]]
-    failures: dict[str, str]  # env_id -> reason ('timeout', 'crash', 'contract', or 'replay': it behaved otherwise than recorded)
+    failures: dict[EnvId, str]  # env_id -> reason ('timeout', 'crash', 'contract', or 'replay': it behaved otherwise than recorded)
     stats: dict = field(default_factory=dict)
-    mismatches: dict[str, str] = field(default_factory=dict)  # env_id -> which replay or audited episode differed, and how
+    mismatches: dict[EnvId, str] = field(default_factory=dict)  # env_id -> which replay or audited episode differed, and how
 
     def training_samples(self, cfg: RolloutConfig | None = None) -> list[Sample]:
         "The agent's samples: no-hint episodes (and hinted ones when `train_on_hinted`), failed environments excluded."
@@ -156,7 +156,7 @@ def _order(n: int, seed: int | None, salt: str) -> list[int]:
 @dataclass
 class _Ghost:
     "A recorded replay re-sent in a play worker: one more opaque instance, stepped one action a turn among the agent's."
-    env_id: str
+    env_id: EnvId
     replay: Replay
     iid: str = field(default_factory=lambda: secrets.token_hex(8))
     rows: list = field(default_factory=list)  # the transcript so far (after reset: the first observation)
@@ -222,7 +222,7 @@ def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, se
     plan = [(s, hinted, k) for s in good for hinted in ([False, True] if job.hint else [False]) for k in range(job.plays)]
     plan += _ghosts(job, certified, cfg.replays)
     made, names = {}, {}
-    for j in _order(len(plan), seed, job.env_id):
+    for j in _order(len(plan), seed, str(job.env_id)):
         item, iid = plan[j], secrets.token_hex(8)  # opaque: no seed, arm, play or role for the environment to read
         try:
             if isinstance(item, _Ghost): item.rows = [env.reset(seed=item.replay.seed, instance=item.iid)[0]]; made[j] = item; continue
@@ -277,7 +277,7 @@ def _agent_turn(policy, e: Episode, c, env: SandboxedEnv, iid: str, rows: list, 
     e.token_ids, e.loss_mask, e.logprobs = ids, e.loss_mask + [0] * added, e.logprobs + [0.0] * added
     return True
 
-def _dead(failures: dict, env_id: str) -> bool:
+def _dead(failures: dict, env_id: EnvId) -> bool:
     "Has this environment's worker failed? (One caught by a replay still runs: its episodes finish, then it is dropped.)"
     return failures.get(env_id) not in (None, 'replay')
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -14,29 +15,31 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .admission import ADMISSION_VERSION, AdmissionConfig, Replay, admit_many, joined_numbers, normalize_tokens
-from .core import Config, ConfigError, Sample, Seeds
+from .core import Config, ConfigError, EnvId, Sample, Seeds
 from .designer import DesignerConfig, _ok, _why, build_prompt, design, repair_prompt
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout, evaluate_heldout, open_heldout
 from .hints import HintConfig, hint_plays_to_a_win, write_hints
 from .llm import LLMConfig
 from .memory import EnvMemory, EnvRecord, structural_fingerprint
-from .regret import BLEND_PARTS, RewardConfig, RewardParts, env_metrics, reward_parts
+from .regret import BLEND_PARTS, EnvScores, RewardConfig, RewardParts, env_metrics, reward_parts
 from .rollout import EnvJob, RolloutConfig, RolloutResult, certify, play
 from .trainer import TrainerConfig
 
 # %% auto #0
 __all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config',
-           'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationMetrics', 'PendingDesign', 'DesignOutcome',
-           'write_designs', 'admit_designs', 'repair_designs', 'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome',
-           'play_stage', 'episode_rows', 'score_stage', 'RewardOutcome', 'due_designs', 'window_reward', 'reward_stage',
-           'UpdateOutcome', 'agent_samples', 'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run',
-           'readmit_stale', 'choose_envs', 'SelfPlay', 'plot_run', 'Run']
+           'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationMetrics', 'PendingDesign', 'DesignRow',
+           'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'repair_designs', 'HintOutcome',
+           'play_seeds', 'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow',
+           'RewardOutcome', 'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome',
+           'agent_samples', 'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale',
+           'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -362,27 +365,72 @@ def _progress(reason: str, details: str = '', code: str | None = None) -> float:
         stage += min(1.0, (int(m.group(1)) - 1) / max(1, code.count('\n') + 1)) * 0.99  # the share of lines before the error
     return stage
 
+# %% ../nbs/16_selfplay.ipynb #c6a6ef45
 @dataclass
 class PendingDesign:
     "A designer sample (a first attempt) and its reward: an admitted design's is computed when its delay is up, from its window's plays."
     env_id: int | None  # the memory id of the admitted design; None if rejected
     reward: float | None  # a rejected design's penalty at once; an admitted one's when its window closes (None until then)
-    sample: dict  # the fields of a `Sample` but the reward
+    sample: Sample  # its training sample (`Design.to_sample`), the reward still to come
     iteration: int = -1  # when it was designed (its delay counts from here)
     skill: str = ''  # its skill (whose delay it waits)
     masked: bool = False  # its blend came out below 0: left out of the designer update
+
+    def __post_init__(self):
+        if isinstance(self.sample, dict): self.sample = Sample(**self.sample)  # as a checkpoint stores it
+
+    def to_sample(self, it: int) -> Sample:
+        "Its sample with its reward, `it - iteration` updates old at iteration `it` (the trainer corrects for the staleness)."
+        return dataclasses.replace(self.sample, reward=self.reward, staleness=max(0, it - self.iteration))
+
+@dataclass
+class DesignRow:
+    "One design's line in the designs transcript."
+    design: int  # its index among the iteration's designs (repairs after the first attempts)
+    attempt: int  # 0 for a first attempt; repairs count up
+    pending: int | None  # its `PendingDesign`'s index (first attempts only)
+    skill: str  # the skill the prompt asked for
+    mode: str  # 'scratch' or 'edit'
+    reason: str  # 'ok', 'duplicate', 'heldout_duplicate', 'parse', or admission's reason for rejecting it
+    details: str  # admission's (or the parser's) details
+    provenance: dict | None  # the grounding document's
+    env_id: int | None  # its memory id (admitted designs)
+    code: str | None  # the parsed module
+    reply: str  # the designer's whole reply
+    reward: float | None = None  # a first attempt's reward (an admitted design's once its window closed)
+
+@dataclass
+class DesignCounts:
+    "What one iteration's designs came to: the design columns of `IterationMetrics` (documented there)."
+    designs: int
+    admitted: int
+    duplicates: int
+    validity_rate: float
+    repairs: int
+    repairs_admitted: int
+    edits: int
+    edit_parents: int
+    rejected_by_reason: dict[str, int]
+    heldout_refused: int
+    near_duplicates: int
+    distinct_structural: int
+    distinct_behavioural: int
+    near_duplicate_share: float
+    design_max_similarity: float | None
+    skill_mix: dict[str, int]
+    skill_mismatch: int
+    skills_requested: dict[str, int]
 
 @dataclass
 class DesignOutcome:
     "What designing and admitting produced."
     new_envs: list[int]  # admitted designs new to the memory
     pending: list[PendingDesign]  # one per first attempt
-    rows: list[dict]  # transcripts: one per design, with its reason
-    counts: dict  # the design metrics (designs, admitted, ..., skills_requested)
+    rows: list[DesignRow]  # the transcript: one per design, with its reason
+    counts: DesignCounts
     tokens: int = 0  # tokens generated designing
-    seconds_design: float = 0.0
-    seconds_admit: float = 0.0
 
+# %% ../nbs/16_selfplay.ipynb #065ea803
 def write_designs(policy, memory: EnvMemory, corpus, cfg: RunConfig, seeds: Seeds) -> list:
     "The designer's `designs_per_iteration` designs, in one batched call (prompts from skills, documents, exemplars)."
     sp, dcfg = cfg.selfplay, cfg.designer
@@ -405,52 +453,66 @@ def _mean_or_none(xs) -> float | None:
     xs = [x for x in xs if x is not None]
     return float(np.mean(xs)) if xs else None
 
+def _enter(d, v, memory: EnvMemory, heldout: dict[str, HeldoutEnv], it: int) -> tuple[str, int | None]:
+    "Record design `d`, its verdict `v`, in `memory` (side effect): (its reason, its memory id if admitted, new or a duplicate)."
+    if v is None: return 'parse', None
+    if not v.ok:
+        memory.add_code(d.code, v, skill=_skill(v.kind) if v.kind else d.prompt.skill, provenance=d.provenance, iteration=it)
+        return v.reason, None
+    if duplicates_heldout(heldout, v.fingerprint, structural_fingerprint(d.code)): return 'heldout_duplicate', None
+    env_id, is_new = memory.add_code(d.code, v, skill=_skill(v.kind), provenance=d.provenance, iteration=it)
+    return (v.reason if is_new else 'duplicate'), env_id  # a duplicate never gets another environment's score: its own penalty
+
+def _first_reward(reason: str, env_id: int | None, details: str, code: str | None, cfg: RunConfig) -> float | None:
+    "A first attempt's reward when it is known at once: a rejected design's penalty (and progress bonus), a duplicate's."
+    if env_id is not None: return cfg.reward.copy_penalty() if reason == 'duplicate' else None  # else its window decides
+    return cfg.reward.inadmissible + cfg.selfplay.progress_bonus * _progress(reason, details, code)
+
+# %% ../nbs/16_selfplay.ipynb #c02e07ef
+def _design_counts(designs: list, verdicts: list, rows: list[DesignRow], memory: EnvMemory, cfg: RunConfig) -> DesignCounts:
+    "The iteration's design columns, from its designs, their verdicts and transcript rows."
+    firsts = [d for d in designs if d.attempt == 0]
+    entered = [(d, v) for d, v, r in zip(designs, verdicts, rows) if r.env_id is not None]  # admitted: new or duplicates
+    new = [r for r in rows if r.env_id is not None and r.reason != 'duplicate']
+    reasons = Counter(r.reason for r in rows)
+    near = sum(memory.get(r.env_id).near_duplicate_of is not None for r in new)
+    return DesignCounts(
+        designs=len(firsts), admitted=len(new), duplicates=reasons['duplicate'],
+        validity_rate=sum(r.env_id is not None for r in rows if r.attempt == 0) / max(1, len(firsts)),
+        repairs=len(designs) - len(firsts), repairs_admitted=sum(r.attempt > 0 for r in new),
+        edits=sum(d.prompt.mode == 'edit' for d in firsts),
+        edit_parents=len({d.prompt.parent.env_id for d in firsts if d.prompt.parent is not None}),
+        rejected_by_reason={k: n for k, n in reasons.items() if k not in ('ok', 'duplicate')},
+        heldout_refused=reasons['heldout_duplicate'], near_duplicates=near,
+        distinct_structural=len({structural_fingerprint(d.code) for d, _ in entered}),
+        distinct_behavioural=len({v.fingerprint for _, v in entered}), near_duplicate_share=near / max(1, len(new)),
+        design_max_similarity=_mean_or_none([memory.get(r.env_id).max_similarity for r in new]),
+        skill_mix=dict(Counter(_skill(v.kind) for _, v in entered)),
+        skill_mismatch=sum(_skill(v.kind) != d.prompt.skill for d, v in entered),
+        skills_requested={s: sum(d.prompt.skill == s for d in designs) for s in cfg.designer.skills})
+
 def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEnv], cfg: RunConfig, it: int, seeds: Seeds,
                   policy=None) -> DesignOutcome:
     "Admit `designs` (`admission.parallel` at once), repairing failures when `policy` is given; admitted ones enter `memory` (side effect), rejected ones are recorded there."
     arng = seeds.numpy('admission')
     aseeds = [[int(x) for x in arng.integers(0, 2**31, cfg.admission.n_seeds)] for _ in designs]
     verdicts = admit_many([d.code or None for d in designs], aseeds, cfg.admission)
-    if policy is not None and cfg.designer.repair_turns: designs, verdicts = repair_designs(policy, designs, verdicts, cfg, seeds, arng)
-    new_envs, pending, rows, reasons = [], [], [], {}
-    structs, behavs, dups, near, refused, built, mismatch, repaired = set(), set(), 0, 0, 0, {}, 0, 0
+    if policy is not None and cfg.designer.repair_turns:
+        designs, verdicts = repair_designs(policy, designs, verdicts, cfg, seeds, arng)
+    pending, rows = [], []
     for k, (d, v) in enumerate(zip(designs, verdicts)):
-        reason, env_id = v.reason if v is not None else 'parse', None
-        if v is not None and v.ok:
-            sfp = structural_fingerprint(d.code)
-            if duplicates_heldout(heldout, v.fingerprint, sfp): refused += 1; reason = 'heldout_duplicate'
-            else:
-                env_id, is_new = memory.add_code(d.code, v, skill=_skill(v.kind), provenance=d.provenance, iteration=it)
-                structs.add(sfp); behavs.add(v.fingerprint); built[_skill(v.kind)] = built.get(_skill(v.kind), 0) + 1
-                mismatch += _skill(v.kind) != d.prompt.skill
-                if is_new:
-                    new_envs.append(env_id); repaired += d.attempt > 0
-                    near += memory.get(env_id).near_duplicate_of is not None
-                else: dups += 1; reason = 'duplicate'  # never another environment's score: its own penalty
-        elif v is not None:
-            memory.add_code(d.code, v, skill=_skill(v.kind) if v.kind else d.prompt.skill, provenance=d.provenance, iteration=it)
-        reasons[reason] = reasons.get(reason, 0) + 1
-        rows.append({'design': k, 'attempt': d.attempt, 'pending': len(pending) if d.attempt == 0 else None, 'skill': d.prompt.skill, 'mode': d.prompt.mode, 'reason': reason, 'details': v.details if v else d.parsed.reason,
-                     'provenance': d.provenance, 'env_id': env_id, 'code': d.code, 'reply': d.completion.text})
-        reward = (cfg.reward.copy_penalty() if reason == 'duplicate' else None) if env_id is not None else \
-                 cfg.reward.inadmissible + cfg.selfplay.progress_bonus * _progress(reason, v.details if v else '', d.code)
+        reason, env_id = _enter(d, v, memory, heldout, it)
+        details = v.details if v else d.parsed.reason
+        rows.append(DesignRow(k, d.attempt, len(pending) if d.attempt == 0 else None, d.prompt.skill, d.prompt.mode, reason, details,
+                              d.provenance, env_id, d.code, d.completion.text))
         if d.attempt == 0:  # training uses first attempts only
-            ids = d.prompt.ids + d.completion.token_ids
-            pending.append(PendingDesign(env_id, reward, iteration=it, skill=d.prompt.skill, sample=dict(
-                token_ids=ids, loss_mask=[0] * len(d.prompt.ids) + [1] * len(d.completion.token_ids),
-                logprobs=[0.0] * len(d.prompt.ids) + d.completion.logprobs, role='designer', reward=0.0, group=d.prompt.skill,
-                temperature=cfg.designer.temperature or 1.0,
-                env_id=str(env_id), episode_id=f'design-{it}-{len(pending)}', adapter_version=d.completion.adapter_version)))
-    firsts, ok = sum(d.attempt == 0 for d in designs), sum(r['env_id'] is not None for r in rows if r['attempt'] == 0)
-    counts = dict(designs=firsts, admitted=len(new_envs), duplicates=dups, validity_rate=ok / max(1, firsts),
-                  repairs=len(designs) - firsts, repairs_admitted=repaired,
-                  edits=sum(d.prompt.mode == 'edit' for d in designs if d.attempt == 0),
-                  edit_parents=len({d.prompt.parent.env_id for d in designs if d.attempt == 0 and d.prompt.parent is not None}),
-                  rejected_by_reason={k: v for k, v in reasons.items() if k not in ('ok', 'duplicate')}, heldout_refused=refused, near_duplicates=near,
-                  distinct_structural=len(structs), distinct_behavioural=len(behavs), near_duplicate_share=near / max(1, len(new_envs)),
-                  design_max_similarity=_mean_or_none([memory.get(i).max_similarity for i in new_envs]),
-                  skill_mix=built, skill_mismatch=mismatch, skills_requested={s: sum(d.prompt.skill == s for d in designs) for s in cfg.designer.skills})
-    return DesignOutcome(new_envs, pending, rows, counts, tokens=sum(len(d.completion.token_ids) for d in designs))
+            sample = d.to_sample(temperature=cfg.designer.temperature or 1.0, env_id='' if env_id is None else env_id,
+                                 episode_id=f'design-{it}-{len(pending)}')
+            reward = _first_reward(reason, env_id, v.details if v else '', d.code, cfg)
+            pending.append(PendingDesign(env_id, reward, sample, iteration=it, skill=d.prompt.skill))
+    new_envs = [r.env_id for r in rows if r.env_id is not None and r.reason != 'duplicate']
+    return DesignOutcome(new_envs, pending, rows, _design_counts(designs, verdicts, rows, memory, cfg),
+                         tokens=sum(len(d.completion.token_ids) for d in designs))
 
 # %% ../nbs/16_selfplay.ipynb #173f08d7
 def repair_designs(policy, designs: list, verdicts: list, cfg: RunConfig, seeds: Seeds, arng) -> tuple[list, list]:
@@ -542,7 +604,7 @@ def _admission_pair(r: EnvRecord, rng) -> list[Replay]:
 def play_stage(policy, records: dict[int, EnvRecord], hinted: HintOutcome, cfg: RunConfig, seeds: Seeds) -> PlayOutcome:
     "Play `records` on their certified seeds, both arms where there is a hint; the audit re-plays admission's replays of one seed each."
     todo, rrng = play_seeds(records, cfg, seeds), seeds.numpy('replay-seeds')
-    jobs = [EnvJob(str(i), r.code, seeds=todo[i], plays=cfg.selfplay.plays, hint=hinted.hints.get(i), certified=hinted.certified.get(i),
+    jobs = [EnvJob(i, r.code, seeds=todo[i], plays=cfg.selfplay.plays, hint=hinted.hints.get(i), certified=hinted.certified.get(i),
                    replays=_admission_pair(r, rrng)) for i, r in records.items()]
     res = play(policy, jobs, cfg.rollout, seed=seeds.int_seed('play') % 2**31, limits=cfg.admission.limits)
     return PlayOutcome(res, sum(sum(e.loss_mask) for e in res.episodes))
@@ -553,33 +615,53 @@ def episode_rows(played: PlayOutcome, policy) -> list[dict]:
              'text': policy.decode(e.token_ids[e.prompt_len:])[:4000]} for e in played.result.episodes]
 
 # %% ../nbs/16_selfplay.ipynb #6cbd2d21
-def _note(env_id: str, res: RolloutResult, hinted: HintOutcome) -> str | None:
+def _note(env_id: int, res: RolloutResult, hinted: HintOutcome) -> str | None:
     "Why this iteration measured no regret for an environment (None: it did)."
     if env_id in res.failures: return f'failed: {res.failures[env_id]}'
-    if int(env_id) in hinted.leaked: return 'hint leaked'
-    if int(env_id) in hinted.plain: return 'window: played without the hint'
-    return None if int(env_id) in hinted.hints else 'no hint'
+    if env_id in hinted.leaked: return 'hint leaked'
+    if env_id in hinted.plain: return 'window: played without the hint'
+    return None if env_id in hinted.hints else 'no hint'
 
-def score_stage(memory: EnvMemory, played: PlayOutcome, hinted: HintOutcome, cfg: RunConfig, it: int, seeds: Seeds) -> dict[str, dict]:
+def score_stage(memory: EnvMemory, played: PlayOutcome, hinted: HintOutcome, cfg: RunConfig, it: int, seeds: Seeds) -> dict[int, EnvScores]:
     "Per-environment metrics (`env_metrics`) of the environments that played cleanly; writes their scores (or why there are none) and plays to `memory`, and takes out of it environments a replay caught (side effects)."
     res = played.result
     caught = {k for k, v in res.failures.items() if v == 'replay'}  # behaved otherwise in play than where it was examined
-    for env_id in sorted(caught): memory.reject(int(env_id), 'replay', res.mismatches.get(env_id, ''), it)
+    for env_id in sorted(caught): memory.reject(env_id, 'replay', res.mismatches.get(env_id, ''), it)
     clean = [e for e in res.episodes if e.env_id not in res.failures]
     per_env = env_metrics(clean, seed=seeds.int_seed('bootstrap') % 2**31, level=cfg.reward.level, n_boot=cfg.reward.n_boot,
                           method=cfg.reward.interval)
     for env_id in dict.fromkeys(e.env_id for e in res.episodes):
-        em, n = per_env.get(env_id, {}), sum(e.env_id == env_id for e in res.episodes)
-        memory.update_scores(int(env_id), iteration=it, plays=n, note=_note(env_id, res, hinted),
-                             **{k: em.get(k) for k in ('regret', 'regret_lo', 'regret_hi', 'win_rate_hint', 'win_rate_nohint')})
-        if env_id not in res.failures: memory.record_plays(int(env_id), it, [e for e in clean if e.env_id == env_id])
+        em, n = per_env.get(env_id), sum(e.env_id == env_id for e in res.episodes)
+        memory.update_scores(env_id, iteration=it, plays=n, note=_note(env_id, res, hinted),
+                             **{k: getattr(em, k, None) for k in ('regret', 'regret_lo', 'regret_hi', 'win_rate_hint', 'win_rate_nohint')})
+        if env_id not in res.failures: memory.record_plays(env_id, it, [e for e in clean if e.env_id == env_id])
     return per_env
 
 # %% ../nbs/16_selfplay.ipynb #7be2308e
 @dataclass
+class RewardRow:
+    "One design's line in the rewards transcript: its reward and the figures of its window it rests on."
+    design: str  # its sample's episode id ('design-<iteration>-<k>')
+    env_id: int | None
+    skill: str
+    designed_at: int  # the iteration it was designed (its window opens)
+    trained_at: int  # the iteration its window closed and it was rewarded
+    reward: float | None
+    masked: bool  # below 0: left out of the designer update
+    plays: int | None  # plays (both arms) over the window; None: unplayed
+    iterations: int | None  # iterations that played it
+    win_rate: float | None  # the no-hint win rate over the window
+    regret: float | None  # at matched timing
+    learning_progress: float | None
+    seed_share: float | None
+    components: dict[str, float | None]  # the blend's components
+    novelty: float  # the factor a near-copy's positive reward was scaled by (1: none)
+    why: str | None  # why it has no reward (`RewardParts.why`)
+
+@dataclass
 class RewardOutcome:
     "The designer rewards computed this iteration, each from its design's window."
-    rows: list[dict] = field(default_factory=list)  # one per design (the `rewards` transcript)
+    rows: list[RewardRow] = field(default_factory=list)  # one per design (the `rewards` transcript)
     components: dict[str, float] = field(default_factory=dict)  # each blend component's mean normalised magnitude
     plays: float | None = None  # mean plays (both arms) a reward rests on
     masked: int = 0  # rewards below 0 of played environments (left out of the update)
@@ -604,13 +686,11 @@ def window_reward(memory: EnvMemory, d: PendingDesign, cfg: RunConfig, it: int) 
     return reward_parts(cfg.reward, plays, [p.iteration for p in plays], failure=failure, hint_leaked=leaked, similarity=similarity)
 
 # %% ../nbs/16_selfplay.ipynb #ac458583
-def _row(d: PendingDesign, p: RewardParts, it: int) -> dict:
+def _row(d: PendingDesign, p: RewardParts, it: int) -> RewardRow:
     f = p.figures
-    return {'design': d.sample.get('episode_id'), 'env_id': d.env_id, 'skill': d.skill, 'designed_at': d.iteration, 'trained_at': it,
-            'reward': p.reward, 'masked': p.masked, 'plays': f.plays if f else None, 'iterations': f.iterations if f else None,
-            'win_rate': f.win_rate if f else None, 'regret': f.regret.mean if f and f.regret else None,
-            'learning_progress': f.learning_progress if f else None, 'seed_share': f.seed_share if f else None, 'components': p.components,
-            'novelty': p.novelty, 'why': p.why}
+    return RewardRow(d.sample.episode_id, d.env_id, d.skill, d.iteration, it, p.reward, p.masked, f.plays if f else None,
+                     f.iterations if f else None, f.win_rate if f else None, f.regret.mean if f and f.regret else None,
+                     f.learning_progress if f else None, f.seed_share if f else None, p.components, p.novelty, p.why)
 
 def reward_stage(memory: EnvMemory, due: list[PendingDesign], cfg: RunConfig, it: int) -> RewardOutcome:
     "Set the reward (and mask) of each `due` admitted design from its window (side effect on `due`); the rows and their means."
@@ -620,19 +700,41 @@ def reward_stage(memory: EnvMemory, due: list[PendingDesign], cfg: RunConfig, it
         p = window_reward(memory, d, cfg, it)
         d.reward, d.masked = p.reward, p.masked
         rows.append(_row(d, p, it))
-    played = [r for r in rows if r['plays'] is not None]
-    comps = {k: float(np.mean(xs)) for k in BLEND_PARTS if (xs := [abs(r['components'][k]) for r in played if r['components'].get(k) is not None])}
-    mean = lambda k: float(np.mean(xs)) if (xs := [r[k] for r in played if r[k] is not None]) else None
-    why = {}
-    for r in rows:
-        if r['why']: why[r['why']] = why.get(r['why'], 0) + 1
-    return RewardOutcome(rows, comps, mean('plays'), sum(r['masked'] for r in rows), mean('seed_share'), why, sum(r['novelty'] < 1 for r in rows))
+    played = [r for r in rows if r.plays is not None]
+    comps = {k: float(np.mean(xs)) for k in BLEND_PARTS
+             if (xs := [abs(r.components[k]) for r in played if r.components.get(k) is not None])}
+    return RewardOutcome(rows, comps, _mean_or_none([r.plays for r in played]), sum(r.masked for r in rows),
+                         _mean_or_none([r.seed_share for r in played]), dict(Counter(r.why for r in rows if r.why)),
+                         sum(r.novelty < 1 for r in rows))
 
 # %% ../nbs/16_selfplay.ipynb #8367e464
 @dataclass
+class UpdateStats:
+    "What the trainer reported of one update: the update columns of `IterationMetrics` (documented there)."
+    loss_agent: float
+    loss_designer: float
+    grad_norm: float | None = None
+    grad_norm_agent: float | None = None
+    grad_norm_designer: float | None = None
+    designer_grad_share: float | None = None
+    designer_token_share: float | None = None
+    behaviour_gap: float | None = None
+    adv_abs_agent: float = 0.0
+    adv_abs_designer: float = 0.0
+    samples_too_long: int = 0
+    zero_variance_share: float = 0.0
+
+    @classmethod
+    def of(cls, step: dict) -> UpdateStats:
+        "From `Trainer.train_step`'s figures."
+        names = {f.name for f in dataclasses.fields(cls)} - {'samples_too_long', 'zero_variance_share'}
+        return cls(**{k: step[k] for k in names if k in step}, samples_too_long=step.get('too_long', 0),
+                   zero_variance_share=step.get('zero_variance_groups', 0) / max(1, step.get('groups', 0)))
+
+@dataclass
 class UpdateOutcome:
     "One policy update: the trainer's figures and what it trained on."
-    train: dict  # the trainer's step metrics (loss_agent, loss_designer, grad_norm, ...)
+    train: UpdateStats
     agent_samples: int
     designer_samples: int
     buffer: list[PendingDesign]  # designer samples still waiting for the delay
@@ -653,18 +755,13 @@ def update_stage(trainer, policy, played: PlayOutcome, designed: DesignOutcome |
     agent = [s for e in res.episodes if (not e.hint or cfg.rollout.train_on_hinted) and e.env_id not in res.failures
              for s in agent_samples(e, sp.format_bonus)]
     due = due_designs(buffer, cfg, it)  # each waits its skill's delay
-    designer = [Sample(**{**d.sample, 'reward': d.reward, 'staleness': max(0, it - d.iteration)}) for d in due
-                if d.reward is not None and not d.masked] if sp.train_designer else []
+    designer = [d.to_sample(it) for d in due if d.reward is not None and not d.masked] if sp.train_designer else []
     buffer = [d for d in buffer if d not in due] if sp.train_designer else []
     with getattr(policy, 'offloaded', contextlib.nullcontext)():  # an engine on the same GPU sleeps while the trainer runs (optional in a backend)
         tm = trainer.train_step(agent + designer)
-    return UpdateOutcome(tm, len(agent), len(designer), buffer, policy.adapter_version)
+    return UpdateOutcome(UpdateStats.of(tm), len(agent), len(designer), buffer, policy.adapter_version)
 
 # %% ../nbs/16_selfplay.ipynb #dfa78890
-def _mean_of(rows, key):
-    xs = [r[key] for r in rows if r[key] is not None]
-    return float(np.mean(xs)) if xs else None
-
 def memory_diversity(memory: EnvMemory, *, sample: int = 256) -> dict:
     "Does the designer collapse into one kind? Its live environments (seeds excluded) and every design it ever had admitted."
     live = [r for r in memory.records() if r.origin == 'designer']  # the memory's records are all admitted
@@ -678,43 +775,53 @@ def memory_diversity(memory: EnvMemory, *, sample: int = 256) -> dict:
             'memory_similarity': memory.similarity(ids), 'memory_skill_mix': mix,
             'memory_near_duplicate_share': sum(r.near_duplicate_of is not None for r in live) / max(1, len(live))}
 
-def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, played: PlayOutcome, per_env: dict[str, dict],
+# %% ../nbs/16_selfplay.ipynb #158aa935
+def _mean_of(rows, key: str) -> float | None: return _mean_or_none([getattr(r, key) for r in rows])
+
+def _play_columns(per_env: dict[int, EnvScores], skills: dict[int, str]) -> dict:
+    "The regret and win-rate columns: means over the environments played (`skills`: their skill by id)."
+    rows, by_skill = list(per_env.values()), {}
+    regrets = [v for v in rows if v.regret is not None]
+    for env_id, v in per_env.items(): by_skill.setdefault(skills[env_id], []).append(v.win_rate_nohint)
+    return dict(**{f'regret_{k}': _mean_of(regrets, f'regret{s}') for k, s in (('mean', ''), ('lo', '_lo'), ('hi', '_hi'))},
+                **{k: _mean_of(rows, k) for k in ('R_hint', 'R_no_hint', 'win_rate_hint', 'win_rate_nohint', 'parse_failure_rate')},
+                win_rate_by_skill={k: _mean_or_none(v) for k, v in by_skill.items() if any(x is not None for x in v)})
+
+def _reward_columns(rw: RewardOutcome) -> dict:
+    "The designer-reward columns of the designs whose window closed."
+    from_plays = sum(r.plays is not None for r in rw.rows)
+    return dict(designer_rewards=len(rw.rows), designer_reward_plays=rw.plays, designer_masked=rw.masked, seed_share=rw.seed_share,
+                designer_masked_share=rw.masked / from_plays if from_plays else None, reward_components=rw.components,
+                designer_unrewarded=rw.unrewarded, novelty_scaled=rw.novelty_scaled)
+
+def _eval_columns(evaluation: Evaluation, origin: Evaluation | None) -> dict:
+    "The held-out columns, the base model's (`origin`) too at iteration 0."
+    out = dict(win_rate_heldout=evaluation.win_rate, heldout_lo=evaluation.lo, heldout_hi=evaluation.hi,
+               heldout_episodes=evaluation.episodes, win_rate_heldout_by_env=evaluation.by_env)
+    if origin is not None: out.update(win_rate_heldout_origin=origin.win_rate, heldout_origin_lo=origin.lo, heldout_origin_hi=origin.hi)
+    return out
+
+def _cost_columns(seconds: dict, tokens: dict) -> dict:
+    "The stage times, and the shares of time and tokens spent making environments rather than playing and training."
+    made = sum(seconds.get(k) or 0 for k in ('design', 'admit', 'hints'))
+    spent = made + sum(seconds.get(k) or 0 for k in ('play', 'train', 'eval'))
+    written = (tokens['tokens_design'] or 0) + (tokens['tokens_hint'] or 0)
+    return dict(**{('seconds' if k == 'total' else f'seconds_{k}'): v for k, v in seconds.items()},
+                share_seconds_environments=made / max(1e-9, spent), share_tokens_environments=written / max(1, written + (tokens['tokens_play'] or 0)))
+
+# %% ../nbs/16_selfplay.ipynb #6e92ca5a
+def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, played: PlayOutcome, per_env: dict[int, EnvScores],
               skills: dict[int, str], updated: UpdateOutcome, evaluation: Evaluation, memory: dict, seconds: dict,
               rewarded: RewardOutcome | None = None, origin: Evaluation | None = None) -> IterationMetrics:
     "The metric row: `skills` maps played environment ids to their skill, `memory` is `memory_diversity` plus `memory_size`, `seconds` the stage times, `rewarded` what `reward_stage` computed, `origin` the held-out evaluation before the first update."
-    m = IterationMetrics(it, tokens_hint=hinted.tokens, hints_rejected=hinted.rejected, tokens_play=played.tokens, **memory)
-    m.window_envs, rw = len(hinted.plain), rewarded or RewardOutcome()
-    from_plays = sum(r['plays'] is not None for r in rw.rows)
-    m.designer_rewards, m.designer_reward_plays, m.designer_masked, m.seed_share = len(rw.rows), rw.plays, rw.masked, rw.seed_share
-    m.designer_masked_share, m.reward_components = (rw.masked / from_plays if from_plays else None), rw.components
-    m.designer_unrewarded, m.novelty_scaled = rw.unrewarded, rw.novelty_scaled
-    m.replay_dropped = sum(v == 'replay' for v in played.result.failures.values())
-    if designed is not None:
-        for k, v in designed.counts.items(): setattr(m, k, v)
-        m.tokens_design = designed.tokens
-    rows, regrets = list(per_env.values()), [v for v in per_env.values() if v['regret'] is not None]
-    m.regret_mean, m.regret_lo, m.regret_hi = (_mean_of(regrets, k) for k in ('regret', 'regret_lo', 'regret_hi'))
-    m.R_hint, m.R_no_hint, m.win_rate_hint, m.win_rate_nohint, m.parse_failure_rate = (
-        _mean_of(rows, k) for k in ('R_hint', 'R_no_hint', 'win_rate_hint', 'win_rate_nohint', 'parse_failure_rate'))
-    by_skill = {}
-    for env_id, v in per_env.items(): by_skill.setdefault(skills[int(env_id)], []).append(v['win_rate_nohint'])
-    m.win_rate_by_skill = {k: float(np.mean([x for x in v if x is not None])) for k, v in by_skill.items() if any(x is not None for x in v)}
-    tm = updated.train
-    m.loss_agent, m.loss_designer, m.grad_norm = tm['loss_agent'], tm['loss_designer'], tm.get('grad_norm')
-    for k in ('grad_norm_agent', 'grad_norm_designer', 'designer_grad_share', 'designer_token_share', 'behaviour_gap'): setattr(m, k, tm.get(k))
-    m.agent_samples, m.designer_samples, m.adapter_version = updated.agent_samples, updated.designer_samples, updated.adapter_version
-    m.adv_abs_agent, m.adv_abs_designer = tm.get('adv_abs_agent', 0.0), tm.get('adv_abs_designer', 0.0)
-    m.samples_too_long = tm.get('too_long', 0)
-    m.zero_variance_share = tm.get('zero_variance_groups', 0) / max(1, tm.get('groups', 0))
-    m.win_rate_heldout, m.heldout_lo, m.heldout_hi = evaluation.win_rate, evaluation.lo, evaluation.hi
-    m.heldout_episodes, m.win_rate_heldout_by_env = evaluation.episodes, evaluation.by_env
-    if origin is not None: m.win_rate_heldout_origin, m.heldout_origin_lo, m.heldout_origin_hi = origin.win_rate, origin.lo, origin.hi
-    for k, v in seconds.items(): setattr(m, f'seconds_{k}' if k != 'total' else 'seconds', v)
-    made = sum(seconds.get(k) or 0 for k in ('design', 'admit', 'hints'))
-    m.share_seconds_environments = made / max(1e-9, made + sum(seconds.get(k) or 0 for k in ('play', 'train', 'eval')))
-    made = (m.tokens_design or 0) + (m.tokens_hint or 0)
-    m.share_tokens_environments = made / max(1, made + (m.tokens_play or 0))
-    return m
+    tokens = dict(tokens_design=designed.tokens if designed else None, tokens_hint=hinted.tokens, tokens_play=played.tokens)
+    return IterationMetrics(
+        it, **memory, **(asdict(designed.counts) if designed else {}), **tokens,
+        hints_rejected=hinted.rejected, window_envs=len(hinted.plain),
+        replay_dropped=sum(v == 'replay' for v in played.result.failures.values()),
+        **_play_columns(per_env, skills), **_reward_columns(rewarded or RewardOutcome()),
+        **asdict(updated.train), agent_samples=updated.agent_samples, designer_samples=updated.designer_samples,
+        adapter_version=updated.adapter_version, **_eval_columns(evaluation, origin), **_cost_columns(seconds, tokens))
 
 # %% ../nbs/16_selfplay.ipynb #98cc4145
 @dataclass
@@ -762,25 +869,29 @@ def readmit_stale(memory: EnvMemory, admission: AdmissionConfig, rng) -> list[in
 # %% ../nbs/16_selfplay.ipynb #fe4d83b5
 STAGES = ['design', 'admit', 'hints', 'play', 'train', 'eval', 'checkpoint']
 
-class _StageBar:
-    "A progress bar over the stages of one iteration (on stderr; by default only when stderr is a terminal), and a stage clock."
-    def __init__(self, it: int, show: bool | None):
+class StageClock:
+    "Where one iteration is and how long each stage took: a bar on a terminal, a line a stage in a file or a pipe."
+    def __init__(self, it: int, show: bool | None = None, log=print):
         from tqdm.auto import tqdm
-        self.bar = tqdm(total=len(STAGES), desc=f'iteration {it}', leave=False, disable=None if show is None else not show,
-                        file=sys.stderr, bar_format='{desc} |{bar}| {n_fmt}/{total_fmt} stages [{elapsed}{postfix}]')
-        self.start = self.last = time.perf_counter()
+        self.it, self.seconds, self.start = it, {}, time.perf_counter()
+        bar = sys.stderr.isatty() if show is None else show  # None: a bar where a person watches the terminal
+        self.log = log if show is None and (not bar or not sys.stdout.isatty()) else None  # else a line per stage
+        self.bar = tqdm(total=len(STAGES), desc=f'iteration {it}', leave=False, disable=not bar, file=sys.stderr,
+                        bar_format='{desc} |{bar}| {n_fmt}/{total_fmt} stages [{elapsed}{postfix}]')
 
+    @contextlib.contextmanager
     def __call__(self, name: str, note: str = ''):
-        "Move on to stage `name` (and say how far it got, e.g. 'design 4 environments')."
+        "Time stage `name` (its seconds add up over repeats) and say it started (and how big it is: 'design 4 environments')."
         self.bar.n = STAGES.index(name)  # stages done; skipped ones (design between regenerations) count as done
         self.bar.set_postfix_str(f'{name} {note}'.strip())
+        if self.log is not None:
+            self.log(f'iteration {self.it}, {self.total():.0f} s: {name} {note}'.rstrip())
+            sys.stdout.flush()  # a file's buffer would hold the line until the run ends
+        t = time.perf_counter()
+        try: yield
+        finally: self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t
 
-    def lap(self) -> float:
-        "Seconds since the last lap (or the start)."
-        now = time.perf_counter()
-        seconds, self.last = now - self.last, now
-        return seconds
-
+    def total(self) -> float: return time.perf_counter() - self.start
     def close(self): self.bar.close()
 
 # %% ../nbs/16_selfplay.ipynb #e7f5b516
@@ -791,12 +902,21 @@ def choose_envs(memory: EnvMemory, new: list[int], window: list[int], cfg: RunCo
                                   exclude=[*new, *window]) if sp.replay_envs else []
     return {i: memory.get(i) for i in dict.fromkeys([*new, *window, *replay])}
 
+# %% ../nbs/16_selfplay.ipynb #95acba26
+def write_transcripts(rd: RunDir, it: int, designed: DesignOutcome | None, rewarded: RewardOutcome):
+    "The iteration's rewards, designs and rejected designs transcripts; a first attempt's row carries its reward (an admitted design's once its window closed)."
+    rd.transcripts(it, 'rewards', [asdict(r) for r in rewarded.rows])
+    if designed is None: return
+    for r in designed.rows: r.reward = designed.pending[r.pending].reward if r.pending is not None else None
+    rd.transcripts(it, 'designs', [asdict(r) for r in designed.rows])
+    rd.transcripts(it, 'rejected', [asdict(r) for r in designed.rows if r.env_id is None])
+
 # %% ../nbs/16_selfplay.ipynb #a327be2e
 class SelfPlay:
     "A self-play run in `run_dir`: `run()` to go, `SelfPlay.resume(run_dir)` to continue after a crash or a kill."
     def __init__(self, cfg: RunConfig, parts: RunParts, run_dir: RunDir, *, log=print, progress: bool | None = None):
         self.cfg, self.parts, self.run_dir, self.log = cfg, parts, run_dir, log
-        self.progress = progress  # a stage bar on stderr; None: only when stderr is a terminal
+        self.progress = progress  # None: a stage bar where stderr is a terminal, else a line per stage through `log`; False: neither
         self.seeds, self.buffer, self.next_iteration = Seeds(cfg.seed), [], 0  # buffer: designer samples waiting for the delay
         self.policy, self.trainer, self.memory, self.heldout, self.dir = parts.policy, parts.trainer, parts.memory, parts.heldout, run_dir.path
         self.final = cfg.selfplay.iterations - 1  # the held-out set is evaluated here whatever eval_interval says (`run` moves it to its own last)
@@ -832,33 +952,31 @@ class SelfPlay:
 
     def iteration(self, it: int) -> dict:
         "One iteration: design, admit, choose, hint, play, score, reward the designs whose window closes, update, evaluate, summarise, checkpoint."
-        cfg, sp, seeds, parts, rd = self.cfg, self.cfg.selfplay, self.seeds.child(f'iteration-{it}'), self.parts, self.run_dir
-        stage, secs, designed = _StageBar(it, self.progress), {}, None
+        cfg, sp, rd = self.cfg, self.cfg.selfplay, self.run_dir
+        seeds, clock, designed = self.seeds.child(f'iteration-{it}'), StageClock(it, self.progress, self.log), None
         try:
             if not sp.fixed_pool and it % sp.regen_interval == 0:
-                stage('design', f'{sp.designs_per_iteration} environments')
-                drafts = write_designs(self.policy, self.memory, parts.corpus, cfg, seeds); secs['design'] = stage.lap()
-                stage('admit', f'{len(drafts)} designs')
-                designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds, policy=self.policy); secs['admit'] = stage.lap()
-            records, hinted, played, per_env = self._play(it, designed, seeds, stage, secs)
+                with clock('design', f'{sp.designs_per_iteration} environments'):
+                    drafts = write_designs(self.policy, self.memory, self.parts.corpus, cfg, seeds)
+                with clock('admit', f'{len(drafts)} designs'):
+                    designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds, policy=self.policy)
+            records, hinted, played, per_env = self._play(it, designed, seeds, clock)
             pending = self.buffer + (designed.pending if designed else [])
             rewarded = reward_stage(self.memory, due_designs(pending, cfg, it), cfg, it)  # the designs whose window closes now
-            rd.transcripts(it, 'rewards', rewarded.rows)
-            if designed:  # each first attempt's transcript row carries its reward (an admitted design's once its window closed)
-                for r in designed.rows: r['reward'] = designed.pending[r['pending']].reward if r['pending'] is not None else None
-                rd.transcripts(it, 'designs', designed.rows); rd.transcripts(it, 'rejected', [r for r in designed.rows if r['env_id'] is None])
-            origin = self._evaluate(stage, seeds, 'eval-origin', 'the base model') if it == 0 and self.heldout else None  # the curve's origin
-            secs['eval'] = stage.lap() if origin is not None else 0.0
-            stage('train'); stage.lap()
-            updated = update_stage(self.trainer, self.policy, played, None, pending, cfg, it); secs['train'] = stage.lap()
-            self.buffer, evaluation = updated.buffer, Evaluation()
-            if (it % sp.eval_interval == 0 or it == self.final) and self.heldout: evaluation = self._evaluate(stage, seeds, 'eval')
-            secs['eval'] += stage.lap(); secs['total'] = time.perf_counter() - stage.start
+            write_transcripts(rd, it, designed, rewarded)
+            origin = self._evaluate(clock, seeds, 'eval-origin', 'the base model') if it == 0 and self.heldout else None
+            with clock('train'):
+                updated = update_stage(self.trainer, self.policy, played, None, pending, cfg, it)
+            self.buffer = updated.buffer
+            evaluates = (it % sp.eval_interval == 0 or it == self.final) and self.heldout
+            evaluation = self._evaluate(clock, seeds, 'eval') if evaluates else Evaluation()
+            secs = {'eval': 0.0, **clock.seconds, 'total': clock.total()}
             row = asdict(summarise(it, designed, hinted, played, per_env, {i: r.skill for i, r in records.items()}, updated, evaluation,
                                    {**memory_diversity(self.memory), 'memory_size': len(self.memory)}, secs, rewarded, origin))
-            stage('checkpoint')
-            rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log)
-        finally: stage.close()
+            with clock('checkpoint'):
+                rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log)
+        finally:
+            clock.close()
         self.log(f"iteration {it}: admitted {row['admitted']}, regret {_fmt(row['regret_mean'])}, win rate {_fmt(row['win_rate_nohint'])}, "
                  f"held-out {_fmt(row['win_rate_heldout'])}, losses {_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
         return row
@@ -866,25 +984,26 @@ class SelfPlay:
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
 
 # %% ../nbs/16_selfplay.ipynb #be81905d
-def _evaluate(self: SelfPlay, stage, seeds: Seeds, stream: str, what: str = '') -> Evaluation:
+def _evaluate(self: SelfPlay, clock: StageClock, seeds: Seeds, stream: str, what: str = '') -> Evaluation:
     "The held-out set played without hints, on the run's held-out seeds (the same at every evaluation: the curve is paired)."
-    stage('eval', f'{len(self.heldout)} held-out environments' + (f', {what}' if what else ''))
     sp = self.cfg.selfplay
-    return evaluate_heldout(self.policy, self.heldout, self.cfg.rollout, self.cfg.admission.limits, eval_seeds=sp.eval_seeds,
-                            rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed(stream) % 2**31)
+    with clock('eval', f'{len(self.heldout)} held-out environments' + (f', {what}' if what else '')):
+        return evaluate_heldout(self.policy, self.heldout, self.cfg.rollout, self.cfg.admission.limits, eval_seeds=sp.eval_seeds,
+                                rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed(stream) % 2**31)
 
 SelfPlay._evaluate = _evaluate
 
 # %% ../nbs/16_selfplay.ipynb #0893758d
-def _play(self: SelfPlay, it: int, designed: DesignOutcome | None, seeds: Seeds, stage, secs: dict) -> tuple:
+def _play(self: SelfPlay, it: int, designed: DesignOutcome | None, seeds: Seeds, clock: StageClock) -> tuple:
     "Choose, hint, play and score this iteration's environments: (records, hinted, played, per-environment metrics)."
     cfg, sp = self.cfg, self.cfg.selfplay
     window = self.memory.live([d.env_id for d in self.buffer if d.env_id is not None and d.reward is None])  # designs in their window
     records = choose_envs(self.memory, designed.new_envs if designed else [], window, cfg, it, seeds)
-    stage('hints', f'{len(records)} environments'); stage.lap()
-    hinted = hint_stage(self.policy, records, cfg, seeds, plain=set(window)); secs['hints'] = stage.lap()
-    stage('play', f'{sum(sp.seeds_per_env * sp.plays * (2 if i in hinted.hints else 1) for i in records)} episodes')
-    played = play_stage(self.policy, records, hinted, cfg, seeds); secs['play'] = stage.lap()
+    with clock('hints', f'{len(records)} environments'):
+        hinted = hint_stage(self.policy, records, cfg, seeds, plain=set(window))
+    episodes = sum(sp.seeds_per_env * sp.plays * (2 if i in hinted.hints else 1) for i in records)
+    with clock('play', f'{episodes} episodes'):
+        played = play_stage(self.policy, records, hinted, cfg, seeds)
     self.run_dir.transcripts(it, 'episodes', episode_rows(played, self.policy))
     return records, hinted, played, score_stage(self.memory, played, hinted, cfg, it, seeds)
 

@@ -138,6 +138,22 @@ def micro_batches(samples: Sequence[Sample], token_budget: int) -> list[list[Sam
     if cur: out.append(cur)
     return out
 
+# %% ../nbs/15_trainer.ipynb #212d9625
+_RENAMED = r'`(is_)?gradient_checkpointing(_enable)?` is deprecated'  # transformers 5 renamed these `activation_checkpointing`
+
+def _quietly(fn, *args, **kw):
+    "`fn(*args, **kw)` without transformers' warning that peft reads a renamed attribute (peft 0.21 still asks `is_gradient_checkpointing`)."
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message=_RENAMED, category=FutureWarning)
+        return fn(*args, **kw)
+
+def _checkpoint_activations(model):
+    "Recompute activations in the backward pass (non-reentrant), by the name the installed transformers gives it."
+    kw = {'use_reentrant': False}
+    if hasattr(model, 'activation_checkpointing_enable'): model.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
+    else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)  # transformers before 5
+
 # %% ../nbs/15_trainer.ipynb #5ca1381e
 ENGINE_KINDS = ('engine', 'vllm', 'openai')  # `policy.kind` of a backend whose tokens another engine samples
 
@@ -156,7 +172,7 @@ class Trainer:
         model = policy.model
         quantized = bool(getattr(model, 'is_loaded_in_4bit', False) or getattr(model, 'is_loaded_in_8bit', False))
         if quantized:
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=self.cfg.gradient_checkpointing)
+            model = _quietly(prepare_model_for_kbit_training, model, use_gradient_checkpointing=self.cfg.gradient_checkpointing)
         lcfg = LoraConfig(r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha, lora_dropout=self.cfg.lora_dropout,
                           target_modules=list(self.cfg.target_modules), task_type='CAUSAL_LM')
         with torch.random.fork_rng(devices=[]):  # the same initial adapter in every data-parallel process
@@ -164,11 +180,11 @@ class Trainer:
             if isinstance(model, PeftModel):
                 self.model = model
             else:
-                self.model = get_peft_model(model, lcfg, adapter_name='agent' if self.cfg.separate_adapters else 'default')
+                self.model = _quietly(get_peft_model, model, lcfg, adapter_name='agent' if self.cfg.separate_adapters else 'default')
             if self.cfg.separate_adapters and 'designer' not in self.model.peft_config:
                 self.model.add_adapter('designer', lcfg)
         if self.cfg.gradient_checkpointing and not quantized:
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})
+            _checkpoint_activations(self.model)
             self.model.enable_input_require_grads()
         if self.cfg.separate_adapters:  # peft trains only the active adapter; make both trainable
             for n, p in self.model.named_parameters():
@@ -270,7 +286,7 @@ def _logp(self: Trainer, ids, att, temps, mask=None):
     import torch
     parts = output_head(self.model)
     keep = (att[:, 1:] > 0) if mask is None else (mask[:, 1:] > 0)  # the rows whose next token is trained
-    hidden = parts.decoder(input_ids=ids, attention_mask=att).last_hidden_state[:, :-1][keep]
+    hidden = parts.decoder(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state[:, :-1][keep]  # no KV cache to build
     chunk = max(1, int(self.cfg.logp_chunk_mb * 2**20) // (4 * parts.vocab))
     lp = selective_logp(hidden, parts.head, ids[:, 1:][keep], temps[:, None].expand_as(keep)[keep], chunk_tokens=chunk)
     out = torch.zeros(keep.shape, dtype=torch.float32, device=ids.device).masked_scatter(keep, lp)
@@ -306,7 +322,7 @@ def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: flo
         with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps, mask)
         kl = k3_kl(logp, ref)
         tl = tl + cfg.kl_coef * kl
-        metrics['kl'] += float((kl * mask).sum()) / max(n_tokens, 1)
+        metrics['kl'] += float((kl.detach() * mask).sum()) / max(n_tokens, 1)
     loss = aggregate(tl, mask, cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens, max_len_const=cfg.max_len_const)
     loss.backward()
     is_designer = torch.tensor([s.role == 'designer' for s in batch], device=tl.device)

@@ -422,6 +422,7 @@ def test_the_loop_takes_a_caught_environment_out_of_the_memory(tmp_path):
     import numpy as np
     from spade_nb.core import Seeds
     from spade_nb.memory import EnvMemory
+    from spade_nb.core import Sample
     from spade_nb.selfplay import PendingDesign, hint_stage, load_config, play_stage, reward_stage, score_stage
     cfg = load_config('tiny-cpu', overrides=['selfplay.seeds_per_env=4', 'selfplay.plays=2', 'rollout.max_turns=2', 'rollout.audit=0',
                                              'rollout.demonstrations=0', 'rollout.max_new_tokens=8', 'hints.source=inline'])
@@ -434,10 +435,10 @@ def test_the_loop_takes_a_caught_environment_out_of_the_memory(tmp_path):
     records, seeds = {i: mem.get(i) for i in ids}, Seeds(0)
     hinted = hint_stage(_wrong(), records, cfg, seeds)
     played = play_stage(_wrong(), records, hinted, cfg, seeds)
-    assert played.result.failures == {str(ids[1]): 'replay'}, played.result.mismatches
-    pending = [PendingDesign(i, None, {}, iteration=1) for i in ids]
+    assert played.result.failures == {ids[1]: 'replay'}, played.result.mismatches
+    pending = [PendingDesign(i, None, Sample([1, 2], [0, 1], [0.0, -1.0], 'designer', 0.0, 'reasoning_game'), iteration=1) for i in ids]
     per_env = score_stage(mem, played, hinted, cfg, 1, seeds)
-    assert sorted(per_env) == [str(ids[0])] and [r.id for r in mem.records()] == [ids[0]]
+    assert sorted(per_env) == [ids[0]] and [r.id for r in mem.records()] == [ids[0]]
     rej = mem.rejected()[-1]
     assert (rej['reason'], rej['code'], rej['iteration']) == ('replay', TELL, 1) and 'recorded' in rej['details']
     reward_stage(mem, pending, cfg, 1)  # its window closes: the reward comes from the memory's record of it

@@ -33,7 +33,7 @@ def test_unpaired_env_metrics_do_not_crash():
     eps = [NS(env_id='a', seed=s, hint=h, play=0, ret=float(h or s == 1), win=bool(h or s == 1), turns=1, parse_failures=0)
            for s in (1, 2, 3) for h in (False, True)]
     m = env_metrics(eps, paired=False)['a']
-    assert m['regret'] == pytest.approx(1 - 1 / 3) and m['estimate'].paired is False
+    assert m.regret == pytest.approx(1 - 1 / 3) and m.estimate.paired is False
 
 
 # -- 8, 11. the win-rate rewards need no hint; each failure has its own penalty -------------------------------------------
@@ -69,10 +69,10 @@ def test_a_duplicate_design_gets_its_own_penalty_not_the_original_score():
     cfg, mem, policy, seeds = _loop_parts()
     first = admit_designs(write_designs(policy, mem, None, cfg, seeds.child('a')), mem, {}, cfg, 0, seeds.child('a'))
     again = admit_designs(write_designs(policy, mem, None, cfg, seeds.child('b')), mem, {}, cfg, 1, seeds.child('b'))
-    assert first.new_envs and not again.new_envs and again.counts['duplicates'] == 1
+    assert first.new_envs and not again.new_envs and again.counts.duplicates == 1
     dup = again.pending[0]
     assert dup.reward == cfg.reward.inadmissible == cfg.reward.copy_penalty()  # never the original's regret, and never more than a failed attempt (issue 28)
-    assert [r['reason'] for r in again.rows] == ['duplicate', 'syntax'] and 'duplicate' not in again.counts['rejected_by_reason']
+    assert [r.reason for r in again.rows] == ['duplicate', 'syntax'] and 'duplicate' not in again.counts.rejected_by_reason
 
 
 def test_replay_draws_from_older_environments_only():
@@ -94,7 +94,7 @@ def test_a_leaked_hint_or_a_failure_keeps_the_last_measured_scores():
     mem.update_scores(1, iteration=0, plays=4, regret=0.25, regret_lo=0.1, regret_hi=0.4, win_rate_hint=0.75, win_rate_nohint=0.5)
     mem.update_scores(2, iteration=0, plays=4, regret=0.5, regret_lo=0.2, regret_hi=0.8, win_rate_hint=1.0, win_rate_nohint=0.5)
     ep = lambda env, s, ret, ended='env': Episode(env, s, False, 0, [1], [0], [0.0], 1, rewards=[ret], ended_by=ended, turns=1)
-    res = RolloutResult([ep('1', 3, 1.0), ep('1', 4, 0.0), ep('2', 3, 0.0, 'timeout')], {}, {'2': 'timeout'})
+    res = RolloutResult([ep(1, 3, 1.0), ep(1, 4, 0.0), ep(2, 3, 0.0, 'timeout')], {}, {2: 'timeout'})
     score_stage(mem, PlayOutcome(res, 2), HintOutcome(leaked={1}), cfg, 1, seeds)
     one, two = mem.get(1), mem.get(2)
     assert (one.regret, one.regret_lo, one.win_rate_nohint, one.plays) == (0.25, 0.1, 0.5, 6)  # the win rate was measured again
@@ -136,7 +136,7 @@ def test_fresh_samples_of_each_role_have_ratio_one():
     cfg = cfg.replace(designer=cfg.designer.replace(temperature=0.8, max_new_tokens=24))
     policy = tiny_policy(seed=3, max_context=2048)
     designed = admit_designs(write_designs(policy, mem, None, cfg, seeds), mem, {}, cfg, 0, seeds)
-    designer = [Sample(**{**d.sample, 'reward': 0.0}) for d in designed.pending]
+    designer = [d.sample for d in designed.pending]
     res = play(policy, [EnvJob('c', seed_sources()['CaesarEnv'], seeds=[1])], RolloutConfig(max_turns=2, max_new_tokens=12, temperature=0.7), seed=0)
     agent = res.training_samples(RolloutConfig())
     assert {s.temperature for s in designer} == {0.8} and {s.temperature for s in agent} == {0.7}
@@ -236,7 +236,7 @@ def test_edits_spread_over_parents_and_the_spread_is_reported():
     parents = [d.prompt.parent.env_id for d in drafts]
     assert parents[:2] in ([1, 2], [2, 1]), parents  # the second design edits the other environment (it was always the top one)
     counts = admit_designs(drafts, mem, {}, cfg, 1, seeds).counts
-    assert (counts['edits'], counts['edit_parents']) == (4, 2)
+    assert (counts.edits, counts.edit_parents) == (4, 2)
 
 
 def test_a_sequence_longer_than_max_seq_len_is_dropped_and_counted():
@@ -312,10 +312,10 @@ def test_a_designs_reward_is_computed_from_its_window_when_its_delay_is_up():
     pend = [PendingDesign(i, None, {**sample, 'episode_id': f'd{i}'}, iteration=0, skill='reasoning_game') for i in (1, 2)]
     assert due_designs(pend, cfg, 0) == []
     out = reward_stage(mem, due_designs(pend, cfg, 1), cfg.replace(reward=RewardConfig(blend={'regret': 0.5, 'learning_progress': 0.5})), 1)
-    assert [r['plays'] for r in out.rows] == [24, 24] and [r['iterations'] for r in out.rows] == [2, 2]
+    assert [r.plays for r in out.rows] == [24, 24] and [r.iterations for r in out.rows] == [2, 2]
     assert pend[0].reward == pytest.approx(1.0) and pend[1].masked and out.masked == 1, out.rows  # regret 1, progress +1; progress -1
-    first = reward_stage(mem, [PendingDesign(1, None, {}, iteration=0)], cfg, 0).rows[0]
-    assert first['plays'] == 16 and first['reward'] != pend[0].reward
+    first = reward_stage(mem, [PendingDesign(1, None, {**sample, 'episode_id': 'd1'}, iteration=0)], cfg, 0).rows[0]
+    assert first.plays == 16 and first.reward != pend[0].reward
     seen = []
     class Recorder:
         def train_step(self, samples): seen.extend(samples); return {'loss_agent': 0.0, 'loss_designer': 0.0}

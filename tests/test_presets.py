@@ -55,6 +55,8 @@ def test_single_gpu_preset_runs_scaled_down(tmp_path, tiny_model_dir, capsys, qu
             '--set', f'llm.quantization={quantization}', *HF]
     for s in SCALE_DOWN: argv += ['--set', s]
     assert main(argv) == 0, capsys.readouterr().err
+    said = [l.split(': ', 1)[1].split()[0] for l in capsys.readouterr().out.splitlines() if l.startswith('iteration 0, ')]
+    assert said == ['design', 'admit', 'hints', 'play', 'eval', 'train', 'eval', 'checkpoint'], said  # a line a stage, not on a terminal
     run = Run.load(run_dir)
     cfg = run.config
     assert cfg.name == 'single-gpu' and cfg.llm.dtype == 'bfloat16' and cfg.trainer.gradient_checkpointing and cfg.designer.repair_turns == 1

@@ -27,8 +27,10 @@ def _frontier_plays(mem, env_id, it=0):
 
 
 def _pending(env_id, it=0):
+    from spade_nb.core import Sample
     from spade_nb.selfplay import PendingDesign
-    return PendingDesign(env_id, None, sample={'episode_id': f'design-{it}-{env_id}'}, iteration=it, skill='reasoning_game')
+    sample = Sample([1, 2], [0, 1], [0.0, -1.0], 'designer', 0.0, 'reasoning_game', episode_id=f'design-{it}-{env_id}')
+    return PendingDesign(env_id, None, sample, iteration=it, skill='reasoning_game')
 
 
 # -- 1. copies and near-copies never beat trying ---------------------------------------------------------------------------
@@ -68,8 +70,8 @@ def test_every_design_whose_window_closed_has_a_reward_or_a_named_reason():
     _frontier_plays(mem, 1)
     mem.update_scores(2, iteration=0, plays=16, note='hint leaked'); _frontier_plays(mem, 2)
     out = reward_stage(mem, [_pending(1), _pending(2), _pending(3)], cfg, 0)  # 3 was never played
-    assert [r['why'] for r in out.rows] == [None, 'hint_leaked', 'unplayed'] and out.unrewarded == {'hint_leaked': 1, 'unplayed': 1}
-    assert out.rows[0]['reward'] == pytest.approx(1.0) and out.novelty_scaled == 0
+    assert [r.why for r in out.rows] == [None, 'hint_leaked', 'unplayed'] and out.unrewarded == {'hint_leaked': 1, 'unplayed': 1}
+    assert out.rows[0].reward == pytest.approx(1.0) and out.novelty_scaled == 0
 
 
 # -- 2. each role's share of the update ----------------------------------------------------------------------------------------
