@@ -83,7 +83,7 @@ def main():
     firsts = [r for r in rows if r.attempt == 0]
     ok = sum(r.reason == 'ok' for r in firsts)  # new environments: a duplicate of one in the memory is refused
     lo, hi = wilson(ok, len(firsts))
-    print(f'\nmodel {parts.policy.name}, {len(firsts)} designs ({sum(r.mode == 'edit' for r in firsts)} in edit mode), '
+    print(f'\nmodel {parts.policy.name}, {len(firsts)} designs ({sum(r.mode == "edit" for r in firsts)} in edit mode), '
           f'{len(rows) - len(firsts)} repairs; transcripts in {out}')
     print(f'admitted share: {ok}/{len(firsts)} = {ok / max(1, len(firsts)):.2f}, 90% interval [{lo:.2f}, {hi:.2f}] '
           f'(goal: at least one admitted design: {"met" if ok else "NOT met"})')
