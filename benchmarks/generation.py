@@ -23,7 +23,8 @@ import torch
 from transformers import GenerationConfig
 
 from spade_nb.engines import _prompt_seed
-from spade_nb.llm import LLMConfig, SamplingParams, load_policy
+from spade_nb.llm import LLMConfig, SamplingParams
+from spade_nb.policy import load_policy
 
 TOPICS = ['the sea', 'prime numbers', 'a chess opening', 'photosynthesis', 'a haunted library', 'sorting algorithms',
           'the moon landing', 'a recipe for bread', 'volcanoes', 'a detective story', 'binary search', 'jazz',

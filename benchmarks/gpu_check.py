@@ -139,7 +139,8 @@ def section_trainer(ck: Check, preset):
     import numpy as np
     import torch
     from spade_nb.core import Sample
-    from spade_nb.llm import LLMConfig, load_policy
+    from spade_nb.llm import LLMConfig
+    from spade_nb.policy import load_policy
     from transformers import AutoConfig
     from spade_nb.trainer import MemoryPeak, ModelDims, Trainer, step_memory
     dev, dtype = device_and_dtype(ck.dry)
@@ -242,7 +243,8 @@ def section_selfplay(ck: Check, preset):
 
 def section_seeded(ck: Check, preset):
     import vllm  # noqa: F401  (missing: the section is skipped and says so)
-    from spade_nb.llm import LLMConfig, load_policy
+    from spade_nb.llm import LLMConfig
+    from spade_nb.policy import load_policy
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from generation import seeded_cost
     dev, dtype = device_and_dtype(ck.dry)

@@ -13,7 +13,7 @@ import time
 import torch
 from transformers import GenerationConfig
 
-from spade_nb.llm import load_policy
+from spade_nb.policy import load_policy
 from spade_nb.rollout import EnvJob, RolloutConfig, play
 from spade_nb.seeds import seed_sources
 

@@ -19,7 +19,7 @@ MEM = r'''
 import json, sys
 import numpy as np
 from spade_nb.core import Sample
-from spade_nb.llm import load_policy
+from spade_nb.policy import load_policy
 from spade_nb.trainer import MemoryPeak, ModelDims, Trainer, TrainerConfig, _status_bytes, step_memory
 import bitsandbytes, peft, torch, transformers  # imported before the baseline: the libraries are not the model
 before = _status_bytes('VmRSS')
@@ -48,7 +48,7 @@ def main():
     import numpy as np
     import torch
     from spade_nb.core import Sample
-    from spade_nb.llm import load_policy
+    from spade_nb.policy import load_policy
     from spade_nb.trainer import Trainer, TrainerConfig
 
     pol = load_policy()

@@ -30,7 +30,7 @@ from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Wor
 __all__ = ['REASONS', 'ADMISSION_VERSION', 'PROBE_ACTIONS', 'Replay', 'transcript_digest', 'Verdict', 'AdmissionConfig',
            'check_structure', 'normalize_tokens', 'find_tokens', 'control_policies', 'leak_text', 'leak_targets',
            'joined_numbers', 'leak_finder', 'gives_away', 'decodings', 'leak_views', 'admit', 'behaviour_fingerprint',
-           'admit_many']
+           'admit_many', 'admission_seeds']
 
 # %% ../nbs/07_admission.ipynb #d0f71317
 REASONS = {
@@ -395,7 +395,7 @@ def _lockstep(env, runs: list[_Run], *, budget=None, max_obs=8192, cap=None, ord
         if not (live := nxt): break
     return runs
 
-def _play(env, seed, actions=None, policy=None, rng=None, *, cap=None, budget=None, max_obs=8192, solution=None):
+def _play_episode(env, seed, actions=None, policy=None, rng=None, *, cap=None, budget=None, max_obs=8192, solution=None):
     "Play one episode on a fresh, opaque instance; returns (transcript, return). `actions` are replayed, or `policy` is asked each turn."
     r = _lockstep(env, [_Run(seed, actions, policy, rng, solution)], budget=budget, max_obs=max_obs, cap=cap)[0]
     return r.rows, r.ret
@@ -550,7 +550,7 @@ def _fresh_worker(t: _Trial, env2: SandboxedEnv) -> tuple[str, str] | None:
 # %% ../nbs/07_admission.ipynb #b591f784
 def _one_puzzle(t: _Trial) -> tuple[str, str] | None:
     if len({json.dumps(t.sols[s]) for s in t.seeds}) == 1:
-        return 'seed_insensitive', f'all {len(t.seeds)} seeds have the same solution {_brief(t.sols[t.seeds[0]])}'
+        return 'seed_insensitive', f'all {len(t.seeds)} seeds have the same solution {_short_json(t.sols[t.seeds[0]])}'
 
 def _control_runs(t: _Trial, name: str, policy) -> list[_Run]:
     "A control's episodes: the admission seeds (their solutions known, so never played) and fresh seeds of its own; `near_miss` on the certificate's, cut where it won."
@@ -695,7 +695,7 @@ def _reject(v: Verdict, reason: str, details: str) -> Verdict:
     v.ok, v.reason, v.details = False, reason, details
     return v
 
-def _brief(x) -> str:
+def _short_json(x) -> str:
     r = json.dumps(x)
     return r if len(r) <= 80 else r[:77] + '...'
 
@@ -717,7 +717,7 @@ def behaviour_fingerprint(env, seeds, budget=None, max_obs=8192) -> str:
     for s in seeds:
         iid = _opaque()
         env.reset(seed=s, instance=iid)
-        rows.append([env.solution(instance=iid), _play(env, s, PROBE_ACTIONS, budget=budget, max_obs=max_obs)[0]])
+        rows.append([env.solution(instance=iid), _play_episode(env, s, PROBE_ACTIONS, budget=budget, max_obs=max_obs)[0]])
     return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
 # %% ../nbs/07_admission.ipynb #cd0791fb
@@ -734,3 +734,8 @@ def admit_many(codes, seeds, config: AdmissionConfig | None = None, parallel: in
         except Exception as e: return Verdict(False, 'checker_error', f'{type(e).__name__}: {str(e)[:500]}')
     if n <= 1 or len(jobs) <= 1: return [one(j) for j in jobs]
     with ThreadPoolExecutor(max_workers=min(n, len(jobs))) as ex: return list(ex.map(one, jobs))
+
+# %% ../nbs/07_admission.ipynb #91b9d6ca
+def admission_seeds(rng, n_designs: int, n_seeds: int) -> list[list[int]]:
+    "`n_seeds` fresh admission seeds for each of `n_designs` designs, drawn from the numpy generator `rng`."
+    return [[int(x) for x in rng.integers(0, 2**31, n_seeds)] for _ in range(n_designs)]

@@ -55,7 +55,8 @@ def doctor() -> tuple[bool, list[str]]:
 
 # %% ../nbs/20_cli.ipynb #2ef8bfa0
 def _generate(args) -> int:
-    from spade_nb.llm import LLMConfig, SamplingParams, load_policy
+    from spade_nb.llm import LLMConfig, SamplingParams
+    from spade_nb.policy import load_policy
     cfg = LLMConfig(model=args.model, max_context=args.max_context)
     params = SamplingParams(n=args.n, temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=args.seed)
     policy = load_policy(cfg)
@@ -104,7 +105,7 @@ def _play(args) -> int:
     from pathlib import Path
     from spade_nb.protocol import parse_action
     from spade_nb.sandbox import SandboxedEnv
-    from spade_nb.memory import env_source
+    from spade_nb.heldout import env_source
     memory = None
     if args.memory:
         from spade_nb.memory import EnvMemory

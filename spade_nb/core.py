@@ -21,7 +21,7 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['FINISH_REASONS', 'ROLES', 'EnvId', 'ENDINGS', 'Completion', 'Sample', 'episode_return', 'is_win', 'valid_text',
-           'visible', 'ConfigError', 'Config', 'Seeds', 'seed_everything']
+           'visible', 'ConfigError', 'read_yaml_mapping', 'Config', 'Seeds', 'seed_everything']
 
 # %% ../nbs/00_core.ipynb #8201901f
 FINISH_REASONS = ('stop', 'length', 'context')
@@ -145,11 +145,23 @@ class ConfigError(ValueError):
         "The same error, with its key placed under `prefix`."
         return ConfigError(f"{prefix}.{self.key}" if self.key else prefix, self.msg)
 
+# %% ../nbs/00_core.ipynb #9ab0d5de
+def read_yaml_mapping(path: str | Path) -> dict:
+    "A YAML file's top-level mapping ({} for an empty file); a missing file, bad YAML or anything but a mapping is a `ConfigError` naming the file."
+    import yaml
+    path = Path(path)
+    if not path.is_file(): raise ConfigError('', f"config file not found: {path}")
+    try: data = yaml.safe_load(path.read_text(encoding='utf-8'))
+    except yaml.YAMLError as e: raise ConfigError('', f"{path}: not valid YAML: {e}") from None
+    if data is None: return {}
+    if not isinstance(data, dict): raise ConfigError('', f"{path}: expected a mapping, got {type(data).__name__}")
+    return data
+
 # %% ../nbs/00_core.ipynb #b0a624a9
 def _type_name(tp) -> str:
     return getattr(tp, '__name__', None) or str(tp).replace('typing.', '')
 
-def _coerce(value, tp, key: str):
+def _as_annotated(value, tp, key: str):
     "Check `value` against the annotation `tp` and return it, converted where that is lossless."
     if tp is Any: return value
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -160,7 +172,7 @@ def _coerce(value, tp, key: str):
         errors = []
         for a in args:
             if a is type(None): continue
-            try: return _coerce(value, a, key)
+            try: return _as_annotated(value, a, key)
             except ConfigError as e: errors.append(e.msg)
         raise ConfigError(key, '; '.join(errors))
     if origin is Literal:
@@ -170,12 +182,12 @@ def _coerce(value, tp, key: str):
         if not isinstance(value, (list, tuple)):
             raise ConfigError(key, f"expected a list, got {type(value).__name__} {value!r}")
         item = args[0] if args else Any
-        return [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+        return [_as_annotated(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(key, f"expected a mapping, got {type(value).__name__} {value!r}")
         kt, vt = args if args else (Any, Any)
-        return {_coerce(k, kt, key): _coerce(v, vt, f"{key}.{k}") for k, v in value.items()}
+        return {_as_annotated(k, kt, key): _as_annotated(v, vt, f"{key}.{k}") for k, v in value.items()}
     if isinstance(tp, type) and issubclass(tp, Config):
         if isinstance(value, tp): return value
         if isinstance(value, Mapping):
@@ -206,12 +218,12 @@ def _coerce(value, tp, key: str):
         raise ConfigError(key, f"expected {tp.__name__}, got {type(value).__name__} {value!r}")
     return value
 
-def _plain(v):
+def _yaml_data(v):
     "A config value as plain YAML-able data."
     if isinstance(v, Config): return v.to_dict()
     if isinstance(v, Path): return str(v)
-    if isinstance(v, (list, tuple)): return [_plain(x) for x in v]
-    if isinstance(v, dict): return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)): return [_yaml_data(x) for x in v]
+    if isinstance(v, dict): return {k: _yaml_data(x) for k, x in v.items()}
     return v
 
 # %% ../nbs/00_core.ipynb #45bda52f
@@ -223,7 +235,7 @@ class Config:
     def __post_init__(self):
         hints = typing.get_type_hints(type(self))
         for f in fields(self):
-            setattr(self, f.name, _coerce(getattr(self, f.name), hints[f.name], f.name))
+            setattr(self, f.name, _as_annotated(getattr(self, f.name), hints[f.name], f.name))
         self.validate()
 
     def validate(self):
@@ -254,15 +266,11 @@ class Config:
     @classmethod
     def from_yaml(cls, path: str | Path):
         "Load from a YAML file; a missing file or malformed YAML raises `ConfigError` naming the file."
-        import yaml
-        path = Path(path)
-        if not path.is_file(): raise ConfigError('', f"config file not found: {path}")
-        try: data = yaml.safe_load(path.read_text(encoding='utf-8'))
-        except yaml.YAMLError as e: raise ConfigError('', f"{path}: not valid YAML: {e}") from None
+        data = read_yaml_mapping(path)
         try: return cls.from_dict(data)
         except ConfigError as e: raise ConfigError(e.key, f"{e.msg} (in {path})") from None
 
-    def to_dict(self) -> dict: return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+    def to_dict(self) -> dict: return {f.name: _yaml_data(getattr(self, f.name)) for f in fields(self)}
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         import yaml

@@ -16,7 +16,7 @@ from .envs import CONTRACT
 # %% auto #0
 __all__ = ['SKILLS', 'SECTIONS', 'DesignerConfig', 'Exemplar', 'section_role', 'section_document', 'section_contract',
            'describe_difficulty', 'section_task', 'section_exemplars', 'section_format', 'DesignPrompt', 'build_prompt',
-           'ParsedDesign', 'parse_design', 'Design', 'design', 'repair_prompt', 'design_with_repair']
+           'ParsedDesign', 'parse_design', 'Design', 'design', 'repair_prompt', 'repair_rounds', 'design_with_repair']
 
 # %% ../nbs/10_designer.ipynb #1e46de34
 SKILLS = {
@@ -187,6 +187,7 @@ class Design:
     completion: Completion
     parsed: ParsedDesign
     attempt: int = 0  # 0 for a first draft; repairs count up (training uses attempt 0 only)
+    repairs: int | None = None  # a repair: the index of the attempt it repairs, in the list `repair_rounds` returns
 
     @property
     def code(self) -> str | None: return self.parsed.code
@@ -209,6 +210,7 @@ def design(policy, prompts: Sequence[DesignPrompt], cfg: DesignerConfig | None =
     outs = policy.generate([p.ids for p in prompts], params)
     return [Design(p, o[0], parse_design(o[0].text)) for p, o in zip(prompts, outs)]
 
+# %% ../nbs/10_designer.ipynb #4a247ada
 def repair_prompt(policy, d: Design, reason: str, details: str) -> DesignPrompt:
     "The conversation extended by the failed reply and admission's verdict, asking for a fixed module."
     msg = {'role': 'user', 'content': f'Admission rejected this environment: {reason}: {details[:600]}\n'
@@ -219,21 +221,6 @@ def repair_prompt(policy, d: Design, reason: str, details: str) -> DesignPrompt:
     return DesignPrompt(messages, ids, d.prompt.sections, d.prompt.skill, d.prompt.mode,
                         {**d.prompt.budget, 'used': len(ids)}, d.prompt.document, d.prompt.parent)
 
-def design_with_repair(policy, prompts: Sequence[DesignPrompt], admit_fn, cfg: DesignerConfig | None = None,
-                       *, seed: int | None = None) -> list[list[tuple[Design, object]]]:
-    "For each prompt, its attempts and their verdicts: the first draft, then up to `cfg.repair_turns` repairs."
-    cfg = cfg or DesignerConfig()
-    firsts = design(policy, prompts, cfg, seed=seed)
-    chains = [[(d, admit_fn(d.code) if d.code else None)] for d in firsts]
-    for turn in range(1, cfg.repair_turns + 1):
-        todo = [c for c in chains if not _ok(c[-1][1]) and len(c[-1][0].prompt.ids) + cfg.max_new_tokens < policy.max_context]
-        if not todo: break
-        reps = [repair_prompt(policy, c[-1][0], *_why(c[-1])) for c in todo]
-        for c, d in zip(todo, design(policy, reps, cfg, seed=None if seed is None else seed + turn)):
-            d.attempt = turn
-            c.append((d, admit_fn(d.code) if d.code else None))
-    return chains
-
 def _ok(v) -> bool: return bool(v is not None and getattr(v, 'ok', False))
 
 def _why(step) -> tuple[str, str]:
@@ -242,3 +229,32 @@ def _why(step) -> tuple[str, str]:
     if v.reason == 'syntax' and d.parsed.reason == 'unclosed_fence':  # the fix is a shorter module, not a syntax repair
         return v.reason, f'the reply was cut off at the token limit before its python block closed ({v.details}); write a shorter module'
     return v.reason, v.details
+
+# %% ../nbs/10_designer.ipynb #fba2a192
+def repair_rounds(policy, designs: list[Design], verdicts: list, admit_batch, cfg: DesignerConfig, *,
+                  seed_of=lambda turn: None) -> tuple[list[Design], list]:
+    "`designs`, their `verdicts` and up to `cfg.repair_turns` rounds of repairs after them; `admit_batch(codes)` gives a round's verdicts."
+    designs, verdicts, last = list(designs), list(verdicts), list(range(len(designs)))  # each chain's latest attempt
+    for turn in range(1, cfg.repair_turns + 1):
+        todo = [j for j, k in enumerate(last) if not _ok(verdicts[k])  # the repair prompt holds the failed reply: it must fit
+                and len(designs[k].prompt.ids) + len(designs[k].completion.token_ids) + cfg.max_new_tokens < policy.max_context]
+        if not todo: break
+        prompts = [repair_prompt(policy, designs[last[j]], *_why((designs[last[j]], verdicts[last[j]]))) for j in todo]
+        reps = design(policy, prompts, cfg, seed=seed_of(turn))
+        for j, d, v in zip(todo, reps, admit_batch([d.code or None for d in reps])):
+            d.attempt, d.repairs, last[j] = turn, last[j], len(designs)
+            designs.append(d)
+            verdicts.append(v)
+    return designs, verdicts
+
+def design_with_repair(policy, prompts: Sequence[DesignPrompt], admit_fn, cfg: DesignerConfig | None = None,
+                       *, seed: int | None = None) -> list[list[tuple[Design, object]]]:
+    "For each prompt, its attempts and their verdicts: the first draft, then up to `cfg.repair_turns` repairs."
+    cfg = cfg or DesignerConfig()
+    admit_all = lambda codes: [admit_fn(c) if c else None for c in codes]
+    firsts = design(policy, prompts, cfg, seed=seed)
+    designs, verdicts = repair_rounds(policy, firsts, admit_all([d.code for d in firsts]), admit_all, cfg,
+                                      seed_of=lambda turn: None if seed is None else seed + turn)
+    chain = list(range(len(firsts)))  # each attempt's first draft
+    for d in designs[len(firsts):]: chain.append(chain[d.repairs])
+    return [[(d, v) for d, v, c in zip(designs, verdicts, chain) if c == k] for k in range(len(firsts))]

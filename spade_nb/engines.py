@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
+from fastcore.basics import patch
+
 from .core import Completion, ConfigError
 from .llm import HFPolicy, LLMConfig, SamplingParams
 
@@ -113,7 +115,8 @@ def _prompt_seed(seed: int | None, i: int) -> int | None:
     if seed is None: return None
     return int.from_bytes(hashlib.sha256(f'{seed}:{i}'.encode()).digest()[:4], 'little') & 0x7FFFFFFF
 
-def _generate(self: EnginePolicy, prompts, params=None, *, use_adapter=True) -> list[list[Completion]]:
+@patch
+def generate(self: EnginePolicy, prompts, params=None, *, use_adapter=True) -> list[list[Completion]]:
     "`PolicyBackend.generate` through the engine: the prompts with room, each with its cap and seed; the HF backend's cut."
     params = params or SamplingParams()
     prompts = [[int(t) for t in p] for p in prompts]
@@ -129,8 +132,6 @@ def _generate(self: EnginePolicy, prompts, params=None, *, use_adapter=True) -> 
             c.prompt_index, c.sample_index, c.adapter_version = i, j, version
             out[i][j] = c
     return out
-
-EnginePolicy.generate = _generate
 
 # %% ../nbs/02a_engines.ipynb #f275958c
 def _vllm_kwargs(cfg: LLMConfig, path: str, device: str) -> dict:

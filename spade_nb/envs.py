@@ -88,7 +88,7 @@ class TextEnv(gym.Env):
 _JSON_TYPES = {str: 'string', int: 'integer', float: 'number', bool: 'boolean', list: 'array', dict: 'object',
                'str': 'string', 'int': 'integer', 'float': 'number', 'bool': 'boolean', 'list': 'array', 'dict': 'object'}
 
-def _plain(x):
+def _python_value(x):
     "numpy's scalars and arrays as the Python values they hold: environments draw their numbers from `np_random`."
     if isinstance(x, np.generic): return x.item()
     if isinstance(x, np.ndarray): return x.tolist()
@@ -96,7 +96,7 @@ def _plain(x):
 
 def tool_call(name: str, **args) -> str:
     "The canonical action string that calls tool `name` with `args` (numpy values as the numbers they hold)."
-    return json.dumps({'tool': name, 'args': args}, sort_keys=True, ensure_ascii=False, default=_plain)
+    return json.dumps({'tool': name, 'args': args}, sort_keys=True, ensure_ascii=False, default=_python_value)
 
 def final_answer(text) -> str:
     "The canonical action string that ends the episode with a final answer."

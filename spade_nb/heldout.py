@@ -10,14 +10,16 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from .admission import find_tokens, normalize_tokens
+from .admission import admission_seeds, find_tokens, normalize_tokens
 from .core import ConfigError
+from .memory import EnvMemory, EnvRecord
 
 # %% auto #0
 __all__ = ['RG_GROUPS', 'RG_DEFAULT', 'rg_score', 'rg_datasets', 'rg_instances', 'rg_env_source', 'heldout_sources',
-           'check_heldout_name', 'HeldoutEnv', 'open_heldout', 'duplicates_heldout', 'Evaluation', 'wilson',
-           'evaluate_heldout']
+           'check_heldout_name', 'env_source', 'HeldoutEnv', 'open_heldout', 'duplicates_heldout', 'Evaluation',
+           'wilson', 'evaluate_heldout']
 
 # %% ../nbs/15a_heldout.ipynb #cccc7655
 def _norm_answer(s) -> str:
@@ -149,6 +151,29 @@ def check_heldout_name(name: str) -> str | None:
     if name in seeds: return None
     return f'unknown seed environment {name!r}; known: {", ".join(seeds)}, or rg:<dataset> for reasoning-gym'
 
+# %% ../nbs/15a_heldout.ipynb #1452d80c
+def env_source(source, memory: EnvMemory | None = None) -> tuple[str, str]:
+    "(code, label) of the environment `source` names; an error names what was not found."
+    from spade_nb.seeds import seed_sources
+    if isinstance(source, EnvRecord): return source.code, f'#{source.id} {source.class_name}'
+    if isinstance(source, int) or (isinstance(source, str) and source.isdigit() and memory is not None):
+        if memory is None: raise ValueError(f'environment id {source}: pass the memory it is in (memory=...)')
+        rec = memory.get(int(source))
+        return rec.code, f'#{rec.id} {rec.class_name}'
+    if isinstance(source, Path) or (isinstance(source, str) and '\n' not in source):
+        name = str(source)
+        if name in seed_sources(): return seed_sources()[name], name
+        if name.startswith('rg:'):
+            try: return rg_env_source(name[3:]), name
+            except ConfigError as e: raise ValueError(e.msg) from None  # not a config key here: a dataset named by hand
+        if Path(name).is_file(): return Path(name).read_text(), Path(name).name
+        raise FileNotFoundError(f'no seed environment or file named {name!r} (seed environments: {", ".join(seed_sources())}; '
+                                'reasoning-gym datasets as rg:<dataset>)')
+    if isinstance(source, str):
+        m = re.search(r'^class\s+(\w+)\s*\(', source, re.M)
+        return source, m.group(1) if m else 'code'
+    raise TypeError(f'an environment is a record, a name, a path or code, got {type(source).__name__}')
+
 # %% ../nbs/15a_heldout.ipynb #dae0667d
 @dataclass
 class HeldoutEnv:
@@ -164,7 +189,7 @@ def open_heldout(names, admission, rng, *, n: int = 32, seed: int = 0, attempts:
     from spade_nb.admission import admit_many
     from spade_nb.memory import structural_fingerprint
     held = heldout_sources(names, n=n, seed=seed, attempts=attempts)
-    seeds = [[int(x) for x in rng.integers(0, 2**31, admission.n_seeds)] for _ in held]
+    seeds = admission_seeds(rng, len(held), admission.n_seeds)
     out = {}
     for (name, code), v in zip(held.items(), admit_many(held.values(), seeds, admission)):
         if not v.ok: raise ConfigError('selfplay.heldout', f'held-out environment {name!r} was not admitted: {v.reason} ({v.details})')

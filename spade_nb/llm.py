@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
+from fastcore.basics import patch
+
 from .core import Completion, Config
 from .embedded import embedded_model_path, is_embedded, _clear_quantized_tags
 
 # %% auto #0
 __all__ = ['Message', 'EngineConfig', 'LLMConfig', 'SamplingParams', 'PolicyBackend', 'resolve_device', 'resolve_dtype',
-           'HFPolicy', 'load_policy', 'per_turn', 'tiny_policy', 'ScriptedPolicy', 'qwen3_tokenizer_path',
-           'tiny_qwen3_policy']
+           'HFPolicy', 'model_path', 'load_hf_policy', 'per_turn', 'tiny_policy', 'ScriptedPolicy',
+           'qwen3_tokenizer_path', 'tiny_qwen3_policy']
 
 # %% ../nbs/02_llm.ipynb #5674ee5e
 @dataclass
@@ -190,7 +192,8 @@ class HFPolicy:
     _PROBE = ({'role': 'user', 'content': '.'}, {'role': 'assistant', 'content': '.'})
 
 # %% ../nbs/02_llm.ipynb #5fedbdc2
-def _chat_ids(self: HFPolicy, messages, *, add_generation_prompt=True, tools=None) -> list[int]:
+@patch
+def chat_ids(self: HFPolicy, messages, *, add_generation_prompt=True, tools=None) -> list[int]:
     "The conversation rendered by the chat template (with `tools` for templates that have native tool calling)."
     if not getattr(self.tokenizer, 'chat_template', None):
         raise ValueError(f"{self.name}: the tokenizer has no chat template")
@@ -201,6 +204,7 @@ def _chat_ids(self: HFPolicy, messages, *, add_generation_prompt=True, tools=Non
                                              tokenize=True, return_dict=False, **kw)
     return [int(i) for i in ids]
 
+@patch
 def _close_tail(self: HFPolicy) -> list[int]:
     "The template's tokens that close an assistant turn, from its stop token on (e.g. `<|im_end|>` `\\n`)."
     if self._close is None:
@@ -209,14 +213,16 @@ def _close_tail(self: HFPolicy) -> list[int]:
         self._close = base[at[-1]:] if at else []
     return self._close
 
-def _rewrites_turns(self: HFPolicy) -> bool:
+@patch
+def rewrites_turns(self: HFPolicy) -> bool:
     "Does the chat template render a conversation differently once another turn follows (Qwen3's thinking blocks)? Then `append_turn` cannot work."
     if self._rewrites is None:
         base = self.chat_ids(self._PROBE, add_generation_prompt=False)
         self._rewrites = self.chat_ids([*self._PROBE, {'role': 'user', 'content': '.'}])[:len(base)] != base
     return self._rewrites
 
-def _append_turn(self: HFPolicy, ids, message, *, add_generation_prompt=True) -> list[int]:
+@patch
+def append_turn(self: HFPolicy, ids, message, *, add_generation_prompt=True) -> list[int]:
     base = self.chat_ids(self._PROBE, add_generation_prompt=False)
     full = self.chat_ids([*self._PROBE, message], add_generation_prompt=add_generation_prompt)
     if full[:len(base)] != base:
@@ -226,18 +232,14 @@ def _append_turn(self: HFPolicy, ids, message, *, add_generation_prompt=True) ->
     if ids and close and ids[-1] == close[0]: close = close[1:]  # the reply ended with the stop token itself
     return ids + close + full[len(base):]
 
-def _decode(self: HFPolicy, ids) -> str:
+@patch
+def decode(self: HFPolicy, ids) -> str:
     return self.tokenizer.decode(list(ids), skip_special_tokens=True)
-
-HFPolicy.chat_ids = _chat_ids
-HFPolicy._close_tail = _close_tail
-HFPolicy.rewrites_turns = _rewrites_turns
-HFPolicy.append_turn = _append_turn
-HFPolicy.decode = _decode
 
 # %% ../nbs/02_llm.ipynb #07ee5107
 _MARK = re.compile('\ue000(\\d+)\ue001')  # private-use sentinels: where a message's text goes in the rendered template
 
+@patch
 def _special_texts(self: HFPolicy) -> tuple[str, ...]:
     "The strings the tokenizer reads as special tokens (the chat markers among them), longest first."
     if getattr(self, '_specials', None) is None:
@@ -246,6 +248,7 @@ def _special_texts(self: HFPolicy) -> tuple[str, ...]:
         self._specials = tuple(sorted((s for s in found if s), key=len, reverse=True))
     return self._specials
 
+@patch
 def _holds_special(self: HFPolicy, x) -> bool:
     "Does `x` (a string, or the strings in a nested list or dict) spell a special token?"
     if isinstance(x, str): return any(s in x for s in self._special_texts())
@@ -253,6 +256,7 @@ def _holds_special(self: HFPolicy, x) -> bool:
     if isinstance(x, (list, tuple)): return any(self._holds_special(v) for v in x)
     return False
 
+@patch
 def _chat_ids_plain(self: HFPolicy, messages, add_generation_prompt: bool, tools) -> list[int]:
     "`chat_ids` with each non-assistant message (and tool-schema string) that spells a special token tokenized as plain text."
     import json
@@ -275,15 +279,15 @@ def _chat_ids_plain(self: HFPolicy, messages, add_generation_prompt: bool, tools
         pos = m.end()
     return [int(i) for i in ids + enc(text[pos:])]
 
-HFPolicy._special_texts, HFPolicy._holds_special, HFPolicy._chat_ids_plain = _special_texts, _holds_special, _chat_ids_plain
-
 # %% ../nbs/02_llm.ipynb #9385de2d
+@patch
 def _adapter_scope(self: HFPolicy, use_adapter: bool, name: str | None = None):
     "No adapter, the named one for this call (when the model has it: `TrainerConfig.separate_adapters`), or the active one."
     if not use_adapter and hasattr(self.model, 'disable_adapter'): return self.model.disable_adapter()
     if name and name in (getattr(self.model, 'peft_config', None) or {}) and name != self.model.active_adapter: return self._switched(name)
     return contextlib.nullcontext()
 
+@patch
 @contextlib.contextmanager
 def _switched(self: HFPolicy, name: str):
     prev = self.model.active_adapter
@@ -291,11 +295,9 @@ def _switched(self: HFPolicy, name: str):
     try: yield
     finally: self.model.set_adapter(prev)
 
-HFPolicy._adapter_scope = _adapter_scope
-HFPolicy._switched = _switched
-
 # %% ../nbs/02_llm.ipynb #7db9ee95
-def _generate(self: HFPolicy, prompts, params=None, *, use_adapter=True) -> list[list[Completion]]:
+@patch
+def generate(self: HFPolicy, prompts, params=None, *, use_adapter=True) -> list[list[Completion]]:
     import torch
     params = params or SamplingParams()
     prompts = [[int(t) for t in p] for p in prompts]
@@ -314,9 +316,8 @@ def _generate(self: HFPolicy, prompts, params=None, *, use_adapter=True) -> list
                 out[i][j] = c
     return out
 
-HFPolicy.generate = _generate
-
 # %% ../nbs/02_llm.ipynb #9f89f250
+@patch
 def _generate_batch(self: HFPolicy, prompts, params) -> list[Completion]:
     import torch
     from transformers import GenerationConfig
@@ -342,6 +343,7 @@ def _generate_batch(self: HFPolicy, prompts, params) -> list[Completion]:
         res[b] = self._completion(gen[row].tolist(), lps[row].tolist(), min(params.max_new_tokens, rooms[b]), params)
     return res
 
+@patch
 def _completion(self: HFPolicy, ids, lps, cap, params) -> Completion:
     "Cut one generated row at its stop token, stop string or cap, and name why it ended."
     ids, lps = ids[:cap], lps[:cap]
@@ -360,11 +362,9 @@ def _completion(self: HFPolicy, ids, lps, cap, params) -> Completion:
     ids, lps = ids[:end], lps[:end]
     return Completion(self.decode(ids), ids, [float(x) for x in lps], reason)
 
-HFPolicy._generate_batch = _generate_batch
-HFPolicy._completion = _completion
-
 # %% ../nbs/02_llm.ipynb #aa4af006
-def _token_logprobs(self: HFPolicy, ids, *, temperature: float = 1.0, top_p: float = 1.0, use_adapter: bool = True) -> list[float]:
+@patch
+def token_logprobs(self: HFPolicy, ids, *, temperature: float = 1.0, top_p: float = 1.0, use_adapter: bool = True) -> list[float]:
     "Log-probs of `ids[1:]` given their prefixes at temperature T (and nucleus `top_p`), by one forward pass (length `len(ids) - 1`)."
     import torch
     t = torch.tensor([list(ids)], device=self.device)
@@ -373,15 +373,14 @@ def _token_logprobs(self: HFPolicy, ids, *, temperature: float = 1.0, top_p: flo
     if top_p < 1.0: logits = _top_p_mask(logits, top_p)
     return torch.log_softmax(logits, -1).gather(1, t[0, 1:, None]).squeeze(1).cpu().tolist()
 
-def _offloaded(self: HFPolicy):
+@patch
+def offloaded(self: HFPolicy):
     "A context in which the trainer runs; an engine backend frees its memory there (here there is nothing to free)."
     return contextlib.nullcontext()
 
-HFPolicy.token_logprobs = _token_logprobs
-HFPolicy.offloaded = _offloaded
-
 # %% ../nbs/02_llm.ipynb #05c79fe0
-def _set_adapter(self: HFPolicy, adapter, version: int):
+@patch
+def set_adapter(self: HFPolicy, adapter, version: int):
     "Load `adapter` (a saved peft adapter folder, or a LoRA state dict for the adapter already attached) as `version`."
     from peft import PeftModel, set_peft_model_state_dict
     if isinstance(adapter, (str, Path)):
@@ -406,21 +405,20 @@ def _set_adapter(self: HFPolicy, adapter, version: int):
         if unexpected: raise ValueError(f"adapter weights do not fit the attached adapter: {unexpected[:3]} ...")
     self.adapter_version = int(version)
 
-HFPolicy.set_adapter = _set_adapter
-
 # %% ../nbs/02_llm.ipynb #be60580f
-def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
-    "Load the policy that `cfg` names (the embedded default, a local folder, or a hub id, the usual way, or its installed offline copy) on `cfg.backend`."
+def model_path(cfg: LLMConfig) -> str | Path:
+    "Where `cfg.model`'s weights are read from: the embedded model's cache, an installed offline copy (`spade_nb.offline`), or the name itself."
+    from spade_nb.offline import resolve_offline
+    return embedded_model_path() if is_embedded(cfg.model) else (resolve_offline(cfg.model) or cfg.model)
+
+def load_hf_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
+    "The HF policy `cfg` names (the embedded default, a local folder, or a hub id, the usual way, or its installed offline copy); `spade_nb.policy.load_policy` puts an engine in front of it."
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from spade_nb.offline import resolve_offline
     cfg = cfg or LLMConfig()
     if changes: cfg = cfg.replace(**changes)
-    if cfg.backend != 'hf':  # a backend that cannot run here fails now, not after the weights have loaded
-        from spade_nb.engines import check_backend
-        check_backend(cfg)
     device = resolve_device(cfg.device)
-    path = embedded_model_path() if is_embedded(cfg.model) else (resolve_offline(cfg.model) or cfg.model)  # an offline copy: spade_nb.offline
+    path = model_path(cfg)
     kw = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     if cfg.gguf_file: kw['gguf_file'] = cfg.gguf_file
     try:
@@ -439,9 +437,6 @@ def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     policy = HFPolicy(model if cfg.quantization != 'none' else model.to(device), tok, max_context=cfg.max_context, batch_size=cfg.batch_size,
                       name='SmolLM2-135M-Instruct (embedded)' if is_embedded(cfg.model) else str(cfg.model))
     if cfg.adapter: policy.set_adapter(cfg.adapter, version=0)
-    if cfg.backend != 'hf':  # an engine generates; this HF copy trains and scores
-        from spade_nb.engines import engine_policy
-        policy = engine_policy(policy, cfg, str(path))
     return policy
 
 def per_turn(policy) -> bool:

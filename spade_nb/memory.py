@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from fastcore.basics import patch
 
 from .admission import Replay
 from .core import is_win, valid_text
 from .designer import Exemplar
 
 # %% auto #0
-__all__ = ['structural_fingerprint', 'minhash', 'EnvRecord', 'summarize', 'MemoryFileError', 'EnvMemory', 'Play', 'env_source']
+__all__ = ['structural_fingerprint', 'minhash', 'EnvRecord', 'summarize', 'MemoryFileError', 'EnvMemory', 'Play']
 
 # %% ../nbs/12_memory.ipynb #cd14c726
 _KEEP = frozenset({'self', 'super', 'TextEnv', 'ToolEnv', 'tool_call', 'final_answer'})
@@ -212,32 +213,38 @@ class _Tx:
         self.db.execute('ROLLBACK' if exc_type else 'COMMIT')
 
 # %% ../nbs/12_memory.ipynb #e0bdbf23
+@patch
 def _record(self: EnvMemory, row) -> EnvRecord:
     d = dict(zip(['id'] + _COLS, row))
     d['provenance'] = json.loads(d['provenance']) if d['provenance'] else None
     d['replays'] = json.loads(d['replays']) if d['replays'] else []
     return EnvRecord(**d)
 
-def _get(self: EnvMemory, env_id: int) -> EnvRecord:
+@patch
+def get(self: EnvMemory, env_id: int) -> EnvRecord:
     row = self.db.execute(f'SELECT id, {", ".join(_COLS)} FROM envs WHERE id = ?', (env_id,)).fetchone()
     if row is None: raise KeyError(f'no environment {env_id} in {self.path}')
     return self._record(row)
 
-def _live(self: EnvMemory, ids: Sequence[int]) -> list[int]:
+@patch
+def live(self: EnvMemory, ids: Sequence[int]) -> list[int]:
     "Those of `ids` still in play (not evicted, not rejected), in their order."
     ids = [int(i) for i in ids]
     alive = {r[0] for r in self.db.execute(f'SELECT id FROM envs WHERE evicted_at IS NULL AND id IN ({",".join("?" * len(ids))})', ids)} if ids else set()
     return [i for i in ids if i in alive]
 
-def _records(self: EnvMemory, *, include_evicted: bool = False) -> list[EnvRecord]:
+@patch
+def records(self: EnvMemory, *, include_evicted: bool = False) -> list[EnvRecord]:
     where = '' if include_evicted else 'WHERE evicted_at IS NULL'
     return [self._record(r) for r in self.db.execute(f'SELECT id, {", ".join(_COLS)} FROM envs {where} ORDER BY id')]
 
-def _history(self: EnvMemory, env_id: int) -> list[dict]:
+@patch
+def history(self: EnvMemory, env_id: int) -> list[dict]:
     cols = ['iteration', 'plays', *_SCORE_KEYS, 'note']
     return [dict(zip(cols, r)) for r in self.db.execute(f'SELECT {", ".join(cols)} FROM scores WHERE env_id = ? ORDER BY iteration', (env_id,))]
 
-def _rejected(self: EnvMemory, *, id: int | None = None, document: str | None = None) -> list[dict]:
+@patch
+def rejected(self: EnvMemory, *, id: int | None = None, document: str | None = None) -> list[dict]:
     "Rejected designs, oldest first: all, the one with `id`, or those written from the document whose sha256 is `document`."
     cols = ['id', 'sha256', 'code', 'reason', 'details', 'skill', 'provenance', 'iteration']
     where, args = [], []
@@ -247,10 +254,8 @@ def _rejected(self: EnvMemory, *, id: int | None = None, document: str | None = 
     sql = f'SELECT {", ".join(cols)} FROM rejected {"WHERE " + " AND ".join(where) if where else ""} ORDER BY id'
     return [dict(zip(cols, r)) for r in self.db.execute(sql, args)]
 
-EnvMemory._record, EnvMemory.get, EnvMemory.records, EnvMemory.history, EnvMemory.rejected = _record, _get, _records, _history, _rejected
-EnvMemory.live = _live
-
 # %% ../nbs/12_memory.ipynb #de620a45
+@patch
 def _find_duplicate(self: EnvMemory, rec: EnvRecord) -> int | None:
     for col in ('sha256', 'structural_fp', 'behavioural_fp'):
         val = getattr(rec, col)
@@ -264,7 +269,8 @@ def _row_values(rec: EnvRecord) -> list:
     return [json.dumps(rec.provenance) if c == 'provenance' and rec.provenance is not None else
             json.dumps([asdict(r) for r in rec.replays]) if c == 'replays' else getattr(rec, c) for c in _COLS]
 
-def _add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[int, bool]:
+@patch
+def add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[int, bool]:
     "Insert `rec` unless it duplicates a live record (exact, structural or behavioural): (id, is_new)."
     dup = self._find_duplicate(rec)
     if dup is not None: return dup, False
@@ -285,8 +291,8 @@ def _add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[i
     if len(self) > self.capacity: self.evict(rec.iteration)
     return env_id, True
 
-
 # %% ../nbs/12_memory.ipynb #17d1b6fc
+@patch
 def _near_duplicate(self: EnvMemory, mh: np.ndarray, bands: list[str]) -> int | None:
     q = ' OR '.join(['(band = ? AND hash = ?)'] * len(bands))
     cands = [r[0] for r in self.db.execute(f'SELECT DISTINCT env_id FROM lsh WHERE {q}', [x for b, h in enumerate(bands) for x in (b, h)])]
@@ -300,14 +306,16 @@ def _near_duplicate(self: EnvMemory, mh: np.ndarray, bands: list[str]) -> int | 
             if alive: best, best_j = c, j
     return best
 
-def _max_similarity(self: EnvMemory, mh: np.ndarray) -> float | None:
+@patch
+def max_similarity(self: EnvMemory, mh: np.ndarray) -> float | None:
     "The largest MinHash similarity of `mh` to any live environment, computed exactly over all of them (None: none is live)."
     rows = self.db.execute("SELECT m.value FROM envs e JOIN meta m ON m.key = 'minhash:' || e.id WHERE e.evicted_at IS NULL").fetchall()
     if not rows: return None
     live = np.frombuffer(bytes.fromhex(''.join(v for (v,) in rows)), dtype=np.uint64).reshape(len(rows), -1)
     return float((live == mh).mean(axis=1).max())
 
-def _add_code(self: EnvMemory, code: str, verdict, *, skill: str, provenance: dict | None = None, iteration: int = 0,
+@patch
+def add_code(self: EnvMemory, code: str, verdict, *, skill: str, provenance: dict | None = None, iteration: int = 0,
              origin: str = 'designer', protected: bool = False) -> tuple[int | None, bool]:
     "Add an admitted design (fingerprints computed here), or record a rejected one: (id or None, is_new)."
     if not verdict.ok:
@@ -324,14 +332,9 @@ def _add_code(self: EnvMemory, code: str, verdict, *, skill: str, provenance: di
                     admission_version=int(verdict.measurements.get('admission_version', 1)), replays=verdict.replays)
     return self.add(rec, protected=protected)
 
-EnvMemory._find_duplicate = _find_duplicate
-EnvMemory.add = _add
-EnvMemory._near_duplicate, EnvMemory.max_similarity = _near_duplicate, _max_similarity
-EnvMemory.add_code = _add_code
-
-
 # %% ../nbs/12_memory.ipynb #506627bb
-def _discard_from(self: EnvMemory, iteration: int):
+@patch
+def discard_from(self: EnvMemory, iteration: int):
     "Undo every write made at `iteration` or later (a resumed run discards its unfinished iteration)."
     with self._tx():
         gone = [r[0] for r in self.db.execute('SELECT id FROM envs WHERE iteration >= ?', (iteration,))]
@@ -350,10 +353,9 @@ def _discard_from(self: EnvMemory, iteration: int):
                             (rows[-1][0] if rows else None, sum(r[1] for r in rows), *kept, env_id))
     self._recount()
 
-EnvMemory.discard_from = _discard_from
-
 # %% ../nbs/12_memory.ipynb #09bc9454
-def _update_scores(self: EnvMemory, env_id: int, *, iteration: int, plays: int, regret: float | None = None, regret_lo: float | None = None,
+@patch
+def update_scores(self: EnvMemory, env_id: int, *, iteration: int, plays: int, regret: float | None = None, regret_lo: float | None = None,
                   regret_hi: float | None = None, win_rate_hint: float | None = None, win_rate_nohint: float | None = None,
                   note: str | None = None):
     "Record one iteration's scores (appended to the history); the record keeps each score's last measured value, and `note` says why one is missing."
@@ -365,13 +367,15 @@ def _update_scores(self: EnvMemory, env_id: int, *, iteration: int, plays: int, 
                         (iteration, plays, *[s[k] for k in _SCORE_KEYS], env_id))
     self._cache = None
 
-def _reject(self: EnvMemory, env_id: int, reason: str, details: str, iteration: int):
+@patch
+def reject(self: EnvMemory, env_id: int, reason: str, details: str, iteration: int):
     "Take a live record out of play at `iteration` with `reason` (play caught it behaving otherwise than at admission, say): evicted, and listed as rejected; `discard_from` undoes both."
     with self._tx():
         self._add_rejected(env_id, reason, details, iteration)
         self.db.execute('UPDATE envs SET evicted_at = ? WHERE id = ?', (iteration, env_id))
     self._recount()
 
+@patch
 def _add_rejected(self: EnvMemory, env_id: int, reason: str, details: str, iteration: int):
     row = self.db.execute('SELECT code, skill, provenance FROM envs WHERE id = ?', (env_id,)).fetchone()
     if row is None: raise KeyError(f'no environment {env_id} in {self.path}')
@@ -379,17 +383,20 @@ def _add_rejected(self: EnvMemory, env_id: int, reason: str, details: str, itera
     self.db.execute('INSERT INTO rejected (sha256, code, reason, details, skill, provenance, iteration) VALUES (?,?,?,?,?,?,?)',
                     (hashlib.sha256(code.encode()).hexdigest(), code, reason, details, skill, prov, iteration))
 
+@patch
 def _move_to_rejected(self: EnvMemory, env_id: int, reason: str, details: str, iteration: int):
     self._add_rejected(env_id, reason, details, iteration)
     self.db.execute('DELETE FROM envs WHERE id = ?', (env_id,))
     self.db.execute('DELETE FROM lsh WHERE env_id = ?', (env_id,))
     self.db.execute('DELETE FROM meta WHERE key = ?', (f'minhash:{env_id}',))
 
-def _stale(self: EnvMemory, version: int) -> list[EnvRecord]:
+@patch
+def stale(self: EnvMemory, version: int) -> list[EnvRecord]:
     "Live records admitted under rules older than `version`."
     return [r for r in self.records() if r.admission_version < version]
 
-def _readmit(self: EnvMemory, verdicts: dict, version: int) -> list[int]:
+@patch
+def readmit(self: EnvMemory, verdicts: dict, version: int) -> list[int]:
     "Record the re-admission of stale records: passed ones get `version` and new replays; failed ones move to the rejected table (returned)."
     gone = []
     with self._tx():
@@ -402,13 +409,6 @@ def _readmit(self: EnvMemory, verdicts: dict, version: int) -> list[int]:
             gone.append(env_id)
     self._recount()
     return gone
-
-EnvMemory.update_scores = _update_scores
-EnvMemory.reject = _reject
-EnvMemory._add_rejected = _add_rejected
-EnvMemory._move_to_rejected = _move_to_rejected
-EnvMemory.stale = _stale
-EnvMemory.readmit = _readmit
 
 # %% ../nbs/12_memory.ipynb #79d1c093
 @dataclass
@@ -424,23 +424,23 @@ class Play:
     @property
     def win(self) -> bool: return is_win(self.ret)
 
-def _record_plays(self: EnvMemory, env_id: int, iteration: int, episodes):
+@patch
+def record_plays(self: EnvMemory, env_id: int, iteration: int, episodes):
     "Keep the outcomes of `episodes` (rollout `Episode`s of environment `env_id`, both arms) played at `iteration`."
     with self._tx():
         self.db.executemany('INSERT INTO plays VALUES (?, ?, ?, ?, ?, ?)',
                             [(env_id, iteration, int(e.seed), int(bool(e.hint)), int(e.play), float(e.ret)) for e in episodes])
 
-def _plays(self: EnvMemory, env_id: int, *, since: int | None = None, until: int | None = None) -> list[Play]:
+@patch
+def plays(self: EnvMemory, env_id: int, *, since: int | None = None, until: int | None = None) -> list[Play]:
     "The plays of `env_id` kept from iteration `since` to `until` (both included), in the order they were played."
     rows = self.db.execute('SELECT env_id, iteration, seed, hint, play, ret FROM plays WHERE env_id = ? AND iteration >= ? AND iteration <= ? '
                            'ORDER BY rowid', (env_id, -2**62 if since is None else since, 2**62 if until is None else until)).fetchall()
     return [Play(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
 
-EnvMemory.record_plays = _record_plays
-EnvMemory.plays = _plays
-
 # %% ../nbs/12_memory.ipynb #6cbf1904
-def _exemplars(self: EnvMemory, n_positive: int = 2, n_negative: int = 1, *, rng: np.random.Generator | None = None,
+@patch
+def exemplars(self: EnvMemory, n_positive: int = 2, n_negative: int = 1, *, rng: np.random.Generator | None = None,
               band: tuple[float, float] = (0.15, 0.85), kind: str | None = None, sampled: bool = False,
               avoid: Sequence[int] = (), unscored: bool = False) -> list[Exemplar]:
     "Positives: highest regret among mid win rates (`sampled`: drawn by regret rank, P ~ 1/rank, without replacement, `avoid` ids last); `unscored`: none scored, one admitted, never played one shows the format. Negatives: too easy (> 0.9) or too hard (< 0.1), drawn at random."
@@ -461,6 +461,7 @@ def _exemplars(self: EnvMemory, n_positive: int = 2, n_negative: int = 1, *, rng
     return [Exemplar(r.code, r.summary, r.kind, r.win_rate_nohint, r.regret, label, r.id)
             for label, rs in (('positive', pos), ('unscored', fresh), ('negative', negs)) for r in rs]
 
+@patch
 def _unscored(self: EnvMemory, n: int, k: str, args: list, rng: np.random.Generator | None, avoid: set) -> list:
     "Up to `n` admitted environments never played (ids in order, or shuffled by `rng`), `avoid` ids last."
     if n <= 0: return []
@@ -480,11 +481,8 @@ def _draw_by_rank(recs: list, n: int, rng: np.random.Generator, avoid: set) -> l
         out += [pool[int(i)] for i in rng.choice(len(pool), size=k, replace=False, p=w / w.sum())]
     return out
 
-EnvMemory.exemplars = _exemplars
-EnvMemory._unscored = _unscored
-
-
 # %% ../nbs/12_memory.ipynb #18c05b48
+@patch
 def _arrays(self: EnvMemory):
     if self._cache is None:
         rows = self.db.execute('SELECT id, regret, COALESCE(last_played, iteration), kind FROM envs WHERE evicted_at IS NULL').fetchall()
@@ -498,7 +496,8 @@ def _arrays(self: EnvMemory):
         self._cache = (ids, ranks, last, {'kinds': np.array([r[3] for r in rows], dtype=object)})
     return self._cache
 
-def _replay_priorities(self: EnvMemory, *, iteration: int, beta: float = 0.3, rho: float = 0.3, exclude: Sequence[int] = (),
+@patch
+def replay_priorities(self: EnvMemory, *, iteration: int, beta: float = 0.3, rho: float = 0.3, exclude: Sequence[int] = (),
                       kind: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     "(ids, P) of the live environments: P = (1 - rho) * rank(regret)^(-1/beta) + rho * staleness, each part normalised, 0 for `exclude` and for other kinds than `kind`."
     ids, ranks, last, memo = self._arrays()
@@ -511,7 +510,8 @@ def _replay_priorities(self: EnvMemory, *, iteration: int, beta: float = 0.3, rh
     if kind is not None: p = p * (memo['kinds'] == kind)
     return ids, p / p.sum() if p.sum() > 0 else p
 
-def _sample_replay(self: EnvMemory, n: int, rng: np.random.Generator, *, iteration: int, beta: float = 0.3, rho: float = 0.3,
+@patch
+def sample_replay(self: EnvMemory, n: int, rng: np.random.Generator, *, iteration: int, beta: float = 0.3, rho: float = 0.3,
                   kind: str | None = None, replace: bool = True, exclude: Sequence[int] = ()) -> list[int]:
     "Ids of `n` environments to replay, none of `exclude`, drawn by `replay_priorities` (distinct with `replace=False`)."
     ids, p = self.replay_priorities(iteration=iteration, beta=beta, rho=rho, exclude=exclude, kind=kind)
@@ -519,19 +519,16 @@ def _sample_replay(self: EnvMemory, n: int, rng: np.random.Generator, *, iterati
     if not replace: n = min(n, int((p > 0).sum()))
     return [int(ids[i]) for i in rng.choice(len(ids), size=n, replace=replace, p=p)]
 
-EnvMemory._arrays = _arrays
-EnvMemory.replay_priorities = _replay_priorities
-EnvMemory.sample_replay = _sample_replay
-
-
 # %% ../nbs/12_memory.ipynb #007b5e3b
-def _value(self: EnvMemory, rec: EnvRecord, iteration: int, decay: float = 0.9) -> float:
+@patch
+def value(self: EnvMemory, rec: EnvRecord, iteration: int, decay: float = 0.9) -> float:
     "Eviction value: the lower end of the latest regret interval, decayed by staleness (unscored: 0); staleness never raises a value."
     lo = rec.regret_lo if rec.regret_lo is not None else (rec.regret if rec.regret is not None else 0.0)
     stale = max(0, iteration - (rec.last_played if rec.last_played is not None else rec.iteration))
     return lo * decay ** stale if lo > 0 else lo  # decaying a negative value would raise it: a stale bad environment would outlive a fresh one
 
-def _evict(self: EnvMemory, iteration: int) -> list[int]:
+@patch
+def evict(self: EnvMemory, iteration: int) -> list[int]:
     "Mark the lowest-value unprotected records as evicted until the memory is within capacity; records never played go last (a new design gets its first play)."
     over = len(self) - self.capacity
     if over <= 0: return []
@@ -543,11 +540,9 @@ def _evict(self: EnvMemory, iteration: int) -> list[int]:
     self._recount()
     return victims
 
-EnvMemory.value = _value
-EnvMemory.evict = _evict
-
 # %% ../nbs/12_memory.ipynb #bbbd6408
-def _similarity(self: EnvMemory, ids: Sequence[int]) -> float | None:
+@patch
+def similarity(self: EnvMemory, ids: Sequence[int]) -> float | None:
     "Mean pairwise MinHash similarity of the environments `ids` (None for fewer than two; memory grows as len(ids)**2: sample a large set)."
     keys = [f'minhash:{i}' for i in dict.fromkeys(int(i) for i in ids)]
     rows = []
@@ -560,16 +555,16 @@ def _similarity(self: EnvMemory, ids: Sequence[int]) -> float | None:
     equal = sum((mh[:, None, k] == mh[None, :, k]).astype(np.float64) for k in range(mh.shape[1])) / mh.shape[1]
     return float((equal.sum() - n) / (n * (n - 1)))  # the diagonal (each with itself) left out
 
-def _fingerprint_counts(self: EnvMemory, origin: str = 'designer') -> dict:
+@patch
+def fingerprint_counts(self: EnvMemory, origin: str = 'designer') -> dict:
     "Records of `origin` ever added (evicted ones too) and their distinct behavioural and structural fingerprints, counted in SQLite."
     n, b, s = self.db.execute('SELECT count(*), count(DISTINCT behavioural_fp), count(DISTINCT structural_fp) FROM envs WHERE origin = ?',
                               (origin,)).fetchone()
     return {'ever': n, 'distinct_behavioural': b, 'distinct_structural': s}
 
-EnvMemory.similarity, EnvMemory.fingerprint_counts = _similarity, _fingerprint_counts
-
 # %% ../nbs/12_memory.ipynb #8bfff46a
-def _export(self: EnvMemory, path: str | Path) -> int:
+@patch
+def export(self: EnvMemory, path: str | Path) -> int:
     "Write the live records, each with its score history, as JSONL; returns the count."
     n = 0
     with open(path, 'w', encoding='utf-8') as f:
@@ -577,7 +572,8 @@ def _export(self: EnvMemory, path: str | Path) -> int:
             f.write(json.dumps({**asdict(r), 'history': self.history(r.id)}, ensure_ascii=False) + '\n'); n += 1
     return n
 
-def _import_jsonl(self: EnvMemory, path: str | Path, *, iteration: int = 0) -> tuple[int, int]:
+@patch
+def import_jsonl(self: EnvMemory, path: str | Path, *, iteration: int = 0) -> tuple[int, int]:
     "Add the records of an exported file (deduplicated as usual): (added, duplicates). Each is admitted again when a run opens (`admission_version` 0, whatever the file claims)."
     added = dup = 0
     for line_no, line in enumerate(open(path, encoding='utf-8'), 1):
@@ -594,31 +590,3 @@ def _import_jsonl(self: EnvMemory, path: str | Path, *, iteration: int = 0) -> t
         env_id, new = self.add(rec)
         added += new; dup += not new
     return added, dup
-
-EnvMemory.export = _export
-EnvMemory.import_jsonl = _import_jsonl
-
-# %% ../nbs/12_memory.ipynb #39cc2e9c
-def env_source(source, memory: EnvMemory | None = None) -> tuple[str, str]:
-    "(code, label) of the environment `source` names; an error names what was not found."
-    from spade_nb.seeds import seed_sources
-    if isinstance(source, EnvRecord): return source.code, f'#{source.id} {source.class_name}'
-    if isinstance(source, int) or (isinstance(source, str) and source.isdigit() and memory is not None):
-        if memory is None: raise ValueError(f'environment id {source}: pass the memory it is in (memory=...)')
-        rec = memory.get(int(source))
-        return rec.code, f'#{rec.id} {rec.class_name}'
-    if isinstance(source, Path) or (isinstance(source, str) and '\n' not in source):
-        name = str(source)
-        if name in seed_sources(): return seed_sources()[name], name
-        if name.startswith('rg:'):
-            from spade_nb.core import ConfigError
-            from spade_nb.heldout import rg_env_source
-            try: return rg_env_source(name[3:]), name
-            except ConfigError as e: raise ValueError(e.msg) from None  # not a config key here: a dataset named by hand
-        if Path(name).is_file(): return Path(name).read_text(), Path(name).name
-        raise FileNotFoundError(f'no seed environment or file named {name!r} (seed environments: {", ".join(seed_sources())}; '
-                                'reasoning-gym datasets as rg:<dataset>)')
-    if isinstance(source, str):
-        m = re.search(r'^class\s+(\w+)\s*\(', source, re.M)
-        return source, m.group(1) if m else 'code'
-    raise TypeError(f'an environment is a record, a name, a path or code, got {type(source).__name__}')

@@ -110,15 +110,19 @@ class Episode:
 class RolloutResult:
     "All episodes of a rollout, the seeds dropped by certification, environments that failed, and what their replays showed."
     episodes: list[Episode]
-    dropped_seeds: dict[str, list[int]]
+    dropped_seeds: dict[EnvId, list[int]]
     failures: dict[EnvId, str]  # env_id -> reason ('timeout', 'crash', 'contract', or 'replay': it behaved otherwise than recorded)
     stats: dict = field(default_factory=dict)
     mismatches: dict[EnvId, str] = field(default_factory=dict)  # env_id -> which replay or audited episode differed, and how
 
-    def training_samples(self, cfg: RolloutConfig | None = None) -> list[Sample]:
-        "The agent's samples: no-hint episodes (and hinted ones when `train_on_hinted`), failed environments excluded."
+    def trained_episodes(self, cfg: RolloutConfig | None = None) -> list[Episode]:
+        "The episodes the agent trains on: no-hint ones (and hinted ones when `train_on_hinted`), failed environments' excluded."
         cfg = cfg or RolloutConfig()
-        return [s for e in self.episodes if (not e.hint or cfg.train_on_hinted) and e.env_id not in self.failures for s in e.to_samples()]
+        return [e for e in self.episodes if (not e.hint or cfg.train_on_hinted) and e.env_id not in self.failures]
+
+    def training_samples(self, cfg: RolloutConfig | None = None) -> list[Sample]:
+        "The agent's samples, from `trained_episodes`."
+        return [s for e in self.trained_episodes(cfg) for s in e.to_samples()]
 
 # %% ../nbs/13_rollout.ipynb #62aa6435
 def _run(env: SandboxedEnv, seed: int, actions: Sequence[str]) -> list:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
+from fastcore.basics import patch
 
 from .core import Config, valid_text
 
@@ -349,7 +350,6 @@ def _time_namespace() -> list[str]:
     mono, boot = (int(time.clock_gettime(c)) for c in (time.CLOCK_MONOTONIC, time.CLOCK_BOOTTIME))
     return [_UNSHARE[0], '-U', '-c', '--time', f'--monotonic=-{mono}', f'--boottime=-{boot}']
 
-
 # %% ../nbs/06_sandbox.ipynb #5426dd3c
 def _scratch_bytes(path: str, cap: int, max_entries: int = 10_000) -> int:
     "Disk the files under a host scratch folder take (tiers without bubblewrap's tmpfs), counted until past `cap`; more than `max_entries` entries count as past it."
@@ -396,8 +396,6 @@ def _stop(self: _Worker):
         if pid:
             try: os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError): pass
-
-
 
 # %% ../nbs/06_sandbox.ipynb #3607dadf
 class _Worker:
@@ -449,7 +447,8 @@ class _Worker:
         if scratch: _watch(self)
 
 # %% ../nbs/06_sandbox.ipynb #d072dafa
-def _wait_ready(self: _Worker):
+@patch
+def wait_ready(self: _Worker):
     "Block until the worker has started (in its cgroup, with its limits and filter) and said so."
     if self.ready_seconds is None:
         try:
@@ -463,6 +462,7 @@ def _wait_ready(self: _Worker):
         self.uid, self.hello = hello.get('uid'), hello
     return self
 
+@patch
 def _read_info(self: _Worker, deadline: float):
     "Read bubblewrap's --info-fd report: the worker's host pid, which joins the cgroup if it is not in it yet."
     buf = b''
@@ -476,6 +476,7 @@ def _read_info(self: _Worker, deadline: float):
     except (ValueError, KeyError, TypeError): raise SandboxError(*self._death()) from None
     if self.cgroup and self.child_pid not in self.cgroup.pids(): self._join(self.child_pid)
 
+@patch
 def _join(self: _Worker, pid: int):
     "Move `pid` into the worker's cgroup; if the kernel refuses, the worker goes on without one (and says why)."
     if self.cgroup is None: return
@@ -484,11 +485,8 @@ def _join(self: _Worker, pid: int):
         _cgroup_note[0] = f'could not move a worker into its cgroup: {e}'
         self.cgroup.kill(); self.cgroup = None
 
-_Worker.wait_ready = _wait_ready
-_Worker._read_info = _read_info
-_Worker._join = _join
-
 # %% ../nbs/06_sandbox.ipynb #58a97550
+@patch
 def _read_n(self: _Worker, n: int, deadline: float) -> bytes:
     buf = b''
     while len(buf) < n:
@@ -497,6 +495,7 @@ def _read_n(self: _Worker, n: int, deadline: float) -> bytes:
         buf += chunk
     return buf
 
+@patch
 def _death(self: _Worker) -> tuple[str, str]:
     "Why the worker is gone: its exit status, read without waiting long."
     try: code = self.proc.wait(timeout=1.0)
@@ -511,6 +510,7 @@ def _death(self: _Worker) -> tuple[str, str]:
         return 'crash', f'worker killed by signal {signal.Signals(code - 128).name}' if code - 128 in signal.Signals._value2member_map_ else f'worker exited with status {code}'
     return 'crash', f'worker exited (status {code})'
 
+@patch
 def _read(self: _Worker, timeout: float, expect_id) -> dict:
     "The one frame that answers the call: the parent reads and parses at most `max_frame_bytes` per call, whatever the worker writes."
     deadline = time.monotonic() + timeout
@@ -525,12 +525,9 @@ def _read(self: _Worker, timeout: float, expect_id) -> dict:
         raise SandboxError('protocol', 'a frame with a wrong request id (written by the environment, not the worker)')  # no frame is stale
     return valid_text(msg)  # a lone surrogate would raise wherever its text goes next
 
-_Worker._read_n = _read_n
-_Worker._death = _death
-_Worker._read = _read
-
 # %% ../nbs/06_sandbox.ipynb #6cf50a5e
-def _call(self: _Worker, op: str, timeout: float | None = None, **payload) -> dict:
+@patch
+def call(self: _Worker, op: str, timeout: float | None = None, **payload) -> dict:
     if self.overfull and not self.dead: self.dead = ('output_too_large', self.overfull); self.kill()
     if self.dead: raise SandboxError(*self.dead)
     rid = secrets.token_hex(8)
@@ -549,10 +546,9 @@ def _call(self: _Worker, op: str, timeout: float | None = None, **payload) -> di
         self.dead = ('output_too_large', self.overfull) if self.overfull else (e.reason, e.message)
         self.kill(); raise SandboxError(*self.dead) from None
 
-_Worker.call = _call
-
 # %% ../nbs/06_sandbox.ipynb #03210793
-def _kill(self: _Worker):
+@patch
+def kill(self: _Worker):
     "Kill the worker and everything in its cgroup, close its pipes, free its uid; safe to call twice."
     proc = getattr(self, 'proc', None)
     _WATCHED.discard(self)
@@ -585,8 +581,6 @@ def _kill(self: _Worker):
     if getattr(self, 'scratch', None): shutil.rmtree(self.scratch, ignore_errors=True); self.scratch = None
     if not self.dead: self.dead = ('closed', 'the worker was closed')
     _LIVE.discard(self)
-
-_Worker.kill = _kill
 
 # %% ../nbs/06_sandbox.ipynb #21f2a33b
 def _bwrap_args(stage: Path, exe: str, limits: SandboxLimits, info_fd: int) -> list[str]:
@@ -715,11 +709,11 @@ class SandboxedEnv(gym.Env):
         info = self._call('load', timeout=self.limits.load_timeout, code=code)
         name = info.get('class_name')
         if not (isinstance(name, str) and name.isidentifier() and len(name) <= 128) or info.get('kind') not in ('TextEnv', 'ToolEnv'):
-            self.close(); raise SandboxError('protocol', f'malformed load reply (class name {_brief(name)}, kind {_brief(info.get("kind"))})')
+            self.close(); raise SandboxError('protocol', f'malformed load reply (class name {_short_repr(name)}, kind {_short_repr(info.get("kind"))})')
         self.class_name, self.kind = info['class_name'], info['kind']
         self.max_turns = info.get('max_turns')
         if not isinstance(self.max_turns, int) or isinstance(self.max_turns, bool) or not 1 <= self.max_turns <= 1000:
-            self.close(); raise SandboxError('contract', f'max_turns must be an int in [1, 1000], got {_brief(self.max_turns)}')
+            self.close(); raise SandboxError('contract', f'max_turns must be an int in [1, 1000], got {_short_repr(self.max_turns)}')
         self.tools = info.get('tools') if self.kind == 'ToolEnv' else []
         if self.kind == 'ToolEnv' and (why := check_tools(self.tools, self.limits.max_tool_chars)):
             self.close(); raise SandboxError('contract', why)
@@ -728,7 +722,7 @@ class SandboxedEnv(gym.Env):
         super().reset(seed=seed)  # gymnasium's bookkeeping; the environment's own randomness lives in the worker
         out = self._call('reset', seed=seed, instance=instance).get('result')
         if not (isinstance(out, list) and len(out) == 2 and isinstance(out[0], str) and isinstance(out[1], dict)):
-            raise SandboxError('contract', f'reset must return (str, dict), got {_brief(out)}')
+            raise SandboxError('contract', f'reset must return (str, dict), got {_short_repr(out)}')
         return self._text(out[0], 'the first observation'), out[1]
 
     def close(self):
@@ -740,12 +734,13 @@ class SandboxedEnv(gym.Env):
         try: self.close()
         except Exception: pass
 
-def _brief(x) -> str:
+def _short_repr(x) -> str:
     r = repr(x)
     return r if len(r) <= 80 else r[:77] + '...'
 
 # %% ../nbs/06_sandbox.ipynb #feb528e0
-def _env_call(self: SandboxedEnv, op, timeout=None, **payload):
+@patch
+def _call(self: SandboxedEnv, op, timeout=None, **payload):
     "One call to the worker under the call's deadline (capped by `deadline`, admission's budget, when set); a failure closes the environment."
     capped = False
     if self.deadline is not None:  # the call's own deadline (the worker's limits), or what is left of the budget
@@ -762,48 +757,46 @@ def _env_call(self: SandboxedEnv, op, timeout=None, **payload):
         raise SandboxError(reason, str(reply.get('message', ''))[:1000])
     return reply
 
-SandboxedEnv._call = _env_call
 
-def _env_step(self: SandboxedEnv, action: str, *, instance: str = '0') -> tuple[str, float, bool, bool, dict]:
+@patch
+def step(self: SandboxedEnv, action: str, *, instance: str = '0') -> tuple[str, float, bool, bool, dict]:
     if not isinstance(action, str): raise TypeError(f'an action is a str, got {type(action).__name__}')
     out = self._call('step', action=action[:self.limits.max_action_chars], instance=instance).get('result')
     if not (isinstance(out, list) and len(out) == 5):
-        raise SandboxError('contract', f'step must return (obs, reward, terminated, truncated, info), got {_brief(out)}')
+        raise SandboxError('contract', f'step must return (obs, reward, terminated, truncated, info), got {_short_repr(out)}')
     obs, reward, term, trunc, info = out
     obs = self._text(obs, 'an observation')
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0:
-        raise SandboxError('contract', f'reward must be a finite number in [0, 1], got {_brief(reward)}')
+        raise SandboxError('contract', f'reward must be a finite number in [0, 1], got {_short_repr(reward)}')
     if not isinstance(term, bool) or not isinstance(trunc, bool):
-        raise SandboxError('contract', f'terminated and truncated must be bools, got {_brief(term)}, {_brief(trunc)}')
+        raise SandboxError('contract', f'terminated and truncated must be bools, got {_short_repr(term)}, {_short_repr(trunc)}')
     return obs, float(reward), term, trunc, info if isinstance(info, dict) else {}
 
-SandboxedEnv.step = _env_step
-
-
 # %% ../nbs/06_sandbox.ipynb #57c459ff
-def _solution(self: SandboxedEnv, *, instance: str = '0') -> list[str]:
+@patch
+def solution(self: SandboxedEnv, *, instance: str = '0') -> list[str]:
     out = self._call('solution', instance=instance).get('result')
     if not (isinstance(out, list) and all(isinstance(a, str) for a in out)):
-        raise SandboxError('contract', f'solution() must return a list of str, got {_brief(out)}')
+        raise SandboxError('contract', f'solution() must return a list of str, got {_short_repr(out)}')
     if (long := [a for a in out if len(a) > self.limits.max_action_chars]):
         raise SandboxError('contract', f'solution() has an action of {len(long[0])} characters; an action is at most '
                                        f'{self.limits.max_action_chars} (SandboxLimits.max_action_chars)')
     return out
 
-def _hint(self: SandboxedEnv, *, instance: str = '0') -> str | None:
+@patch
+def hint(self: SandboxedEnv, *, instance: str = '0') -> str | None:
     out = self._call('hint', instance=instance).get('result')
-    if out is not None and not isinstance(out, str): raise SandboxError('contract', f'hint() must return a str, got {_brief(out)}')
+    if out is not None and not isinstance(out, str): raise SandboxError('contract', f'hint() must return a str, got {_short_repr(out)}')
     return out if out is None else self._text(out, 'the hint')
 
+@patch
 def _text(self: SandboxedEnv, text, what: str) -> str:
     "`text` if it is a str within `limits.max_observation_chars`: checked here, whatever the worker's own check (which the code can change) said."
-    if not isinstance(text, str): raise SandboxError('contract', f'{what} must be a str, got {_brief(text)}')
+    if not isinstance(text, str): raise SandboxError('contract', f'{what} must be a str, got {_short_repr(text)}')
     if len(text) > self.limits.max_observation_chars:
         raise SandboxError('output_too_large', f'{what} has {len(text)} characters; at most {self.limits.max_observation_chars} '
                                                '(SandboxLimits.max_observation_chars, whatever the environment declares)')
     return text
-
-SandboxedEnv.solution, SandboxedEnv.hint, SandboxedEnv._text = _solution, _hint, _text
 
 # %% ../nbs/06_sandbox.ipynb #2ba647ed
 def spawn_worker(limits: SandboxLimits | None = None) -> _Worker:

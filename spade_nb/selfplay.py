@@ -20,10 +20,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from fastcore.basics import patch
 
-from .admission import ADMISSION_VERSION, AdmissionConfig, Replay, admit_many, joined_numbers, normalize_tokens
-from .core import Config, ConfigError, EnvId, Sample, Seeds
-from .designer import DesignerConfig, _ok, _why, build_prompt, design, repair_prompt
+from .admission import (ADMISSION_VERSION, AdmissionConfig, Replay, admission_seeds, admit_many, joined_numbers,
+                                normalize_tokens)
+from .core import Config, ConfigError, EnvId, Sample, Seeds, read_yaml_mapping
+from .designer import DesignerConfig, build_prompt, design, repair_rounds
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout, evaluate_heldout, open_heldout
 from .hints import HintConfig, hint_plays_to_a_win, write_hints
 from .llm import LLMConfig
@@ -35,11 +37,11 @@ from .trainer import TrainerConfig
 # %% auto #0
 __all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config',
            'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationMetrics', 'PendingDesign', 'DesignRow',
-           'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'repair_designs', 'HintOutcome',
-           'play_seeds', 'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow',
-           'RewardOutcome', 'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome',
-           'agent_samples', 'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale',
-           'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'plot_run', 'Run']
+           'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds', 'hint_stage',
+           'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow', 'RewardOutcome', 'due_designs',
+           'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome', 'agent_samples', 'update_stage',
+           'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale', 'StageClock', 'choose_envs',
+           'write_transcripts', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -115,23 +117,13 @@ def presets_dir() -> Path:
 def list_presets() -> list[str]: return sorted(p.stem for p in presets_dir().glob('*.yaml'))
 
 # %% ../nbs/16_selfplay.ipynb #81eca9c5
-def _yaml_mapping(path: Path) -> dict:
-    "A YAML file's top-level mapping; a missing file, bad YAML or anything but a mapping is an error that names the file."
-    import yaml
-    if not path.is_file(): raise ConfigError('', f'config file not found: {path}')
-    try: data = yaml.safe_load(path.read_text(encoding='utf-8'))
-    except yaml.YAMLError as e: raise ConfigError('', f'{path}: not valid YAML: {e}') from None
-    if data is None: return {}
-    if not isinstance(data, dict): raise ConfigError('', f'{path}: expected a mapping of config sections, got {type(data).__name__}')
-    return data
-
 def _merge(base: dict, top: dict) -> dict:
     "`top` over `base`, section by section: a mapping merges into a mapping, anything else replaces."
     return {**base, **{k: _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v for k, v in top.items()}}
 
 def load_config(preset: str | None = None, *, config: str | Path | None = None, overrides=()) -> RunConfig:
     "Layers, each over the one before: the code's defaults, a preset (`preset`, else the file's `preset:` key, else tiny-cpu), the config file, then `key.sub=value` overrides; every error names the key."
-    top = _yaml_mapping(Path(config)) if config is not None else {}
+    top = read_yaml_mapping(Path(config)) if config is not None else {}
     named = top.pop('preset', None)
     if named is not None and not isinstance(named, str): raise ConfigError('preset', f'must be a preset name, got {named!r} (in {config})')
     if named is not None and preset is not None and named != preset:
@@ -139,7 +131,7 @@ def load_config(preset: str | None = None, *, config: str | Path | None = None, 
     preset = preset or named or 'tiny-cpu'
     path = presets_dir()/f'{preset}.yaml'
     if not path.is_file(): raise ConfigError('preset', f'unknown preset {preset!r}; known: {", ".join(list_presets())}')
-    try: cfg = RunConfig.from_dict(_merge(_yaml_mapping(path), top))
+    try: cfg = RunConfig.from_dict(_merge(read_yaml_mapping(path), top))
     except ConfigError as e: raise ConfigError(e.key, f'{e.msg} (in {config or path})') from None
     return cfg.override(list(overrides)) if overrides else cfg
 
@@ -495,10 +487,11 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
                   policy=None) -> DesignOutcome:
     "Admit `designs` (`admission.parallel` at once), repairing failures when `policy` is given; admitted ones enter `memory` (side effect), rejected ones are recorded there."
     arng = seeds.numpy('admission')
-    aseeds = [[int(x) for x in arng.integers(0, 2**31, cfg.admission.n_seeds)] for _ in designs]
-    verdicts = admit_many([d.code or None for d in designs], aseeds, cfg.admission)
-    if policy is not None and cfg.designer.repair_turns:
-        designs, verdicts = repair_designs(policy, designs, verdicts, cfg, seeds, arng)
+    verdicts = admit_many([d.code or None for d in designs], admission_seeds(arng, len(designs), cfg.admission.n_seeds), cfg.admission)
+    if policy is not None and cfg.designer.repair_turns:  # each round's seeds from the same stream, after the first attempts'
+        admit_round = lambda codes: admit_many(codes, admission_seeds(arng, len(codes), cfg.admission.n_seeds), cfg.admission)
+        designs, verdicts = repair_rounds(policy, designs, verdicts, admit_round, cfg.designer,
+                                          seed_of=lambda turn: seeds.int_seed(f'repair-{turn}') % 2**31)
     pending, rows = [], []
     for k, (d, v) in enumerate(zip(designs, verdicts)):
         reason, env_id = _enter(d, v, memory, heldout, it)
@@ -513,22 +506,6 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
     new_envs = [r.env_id for r in rows if r.env_id is not None and r.reason != 'duplicate']
     return DesignOutcome(new_envs, pending, rows, _design_counts(designs, verdicts, rows, memory, cfg),
                          tokens=sum(len(d.completion.token_ids) for d in designs))
-
-# %% ../nbs/16_selfplay.ipynb #173f08d7
-def repair_designs(policy, designs: list, verdicts: list, cfg: RunConfig, seeds: Seeds, arng) -> tuple[list, list]:
-    "`designs` and `verdicts` with up to `designer.repair_turns` rounds of repairs appended (`Design.attempt` counts them)."
-    designs, verdicts, last = list(designs), list(verdicts), list(range(len(designs)))  # each chain's latest attempt
-    for turn in range(1, cfg.designer.repair_turns + 1):
-        todo = [j for j, k in enumerate(last) if not _ok(verdicts[k])
-                and len(designs[k].prompt.ids) + len(designs[k].completion.token_ids) + cfg.designer.max_new_tokens < policy.max_context]
-        if not todo: break
-        reps = design(policy, [repair_prompt(policy, designs[last[j]], *_why((designs[last[j]], verdicts[last[j]]))) for j in todo],
-                      cfg.designer, seed=seeds.int_seed(f'repair-{turn}') % 2**31)
-        vs = admit_many([d.code or None for d in reps], [[int(x) for x in arng.integers(0, 2**31, cfg.admission.n_seeds)] for _ in reps], cfg.admission)
-        for j, d, v in zip(todo, reps, vs):
-            d.attempt, last[j] = turn, len(designs)
-            designs.append(d); verdicts.append(v)
-    return designs, verdicts
 
 # %% ../nbs/16_selfplay.ipynb #d94caff9
 @dataclass
@@ -586,7 +563,6 @@ def _hint_behaves(env, text: str, hrng) -> tuple[bool, str]:
     try: won = hint_plays_to_a_win(env, text, [int(x) for x in hrng.integers(0, 2**31, 2)])
     except SandboxError as e: return False, f'the worker failed playing it ({e.reason})'
     return (False, f'its own phrases win: {won!r}'[:300]) if won else (True, '')
-
 
 # %% ../nbs/16_selfplay.ipynb #b91c5487
 @dataclass
@@ -752,8 +728,7 @@ def update_stage(trainer, policy, played: PlayOutcome, designed: DesignOutcome |
     "Train on this iteration's agent samples and the buffered designer samples whose delay is up (with their staleness: the trainer corrects for it)."
     sp, res = cfg.selfplay, played.result
     buffer = buffer + (designed.pending if designed else [])
-    agent = [s for e in res.episodes if (not e.hint or cfg.rollout.train_on_hinted) and e.env_id not in res.failures
-             for s in agent_samples(e, sp.format_bonus)]
+    agent = [s for e in res.trained_episodes(cfg.rollout) for s in agent_samples(e, sp.format_bonus)]
     due = due_designs(buffer, cfg, it)  # each waits its skill's delay
     designer = [d.to_sample(it) for d in due if d.reward is not None and not d.masked] if sp.train_designer else []
     buffer = [d for d in buffer if d not in due] if sp.train_designer else []
@@ -836,7 +811,7 @@ class RunParts:
 def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -> RunParts:
     "Build a run's parts in `run_dir`; a fresh run's memory gets the training seed environments (or the fixed pool)."
     from spade_nb.corpus import Corpus
-    from spade_nb.llm import load_policy
+    from spade_nb.policy import load_policy
     from spade_nb.seeds import seed_sources
     from spade_nb.trainer import Trainer
     run_dir.make()
@@ -853,7 +828,7 @@ def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -
         if sp.fixed_pool and sp.fixed_pool_path: memory.import_jsonl(sp.fixed_pool_path, iteration=-1)
         else:
             train = {n: c for n, c in seed_sources().items() if n not in sp.heldout}
-            aseeds = [[int(x) for x in rng.integers(0, 2**31, cfg.admission.n_seeds)] for _ in train]
+            aseeds = admission_seeds(rng, len(train), cfg.admission.n_seeds)
             for code, v in zip(train.values(), admit_many(train.values(), aseeds, cfg.admission)):
                 memory.add_code(code, v, skill=_skill(v.kind), origin='seed', protected=True, iteration=-1)
     readmit_stale(memory, cfg.admission, seeds.numpy('readmit'))
@@ -863,7 +838,7 @@ def readmit_stale(memory: EnvMemory, admission: AdmissionConfig, rng) -> list[in
     "Re-admit the records admitted under older rules (`ADMISSION_VERSION`); those that fail move to the rejected table (ids returned)."
     stale = memory.stale(ADMISSION_VERSION)
     if not stale: return []
-    verdicts = admit_many([r.code for r in stale], [[int(x) for x in rng.integers(0, 2**31, admission.n_seeds)] for _ in stale], admission)
+    verdicts = admit_many([r.code for r in stale], admission_seeds(rng, len(stale), admission.n_seeds), admission)
     return memory.readmit({r.id: v for r, v in zip(stale, verdicts)}, ADMISSION_VERSION)
 
 # %% ../nbs/16_selfplay.ipynb #fe4d83b5
@@ -960,7 +935,7 @@ class SelfPlay:
                     drafts = write_designs(self.policy, self.memory, self.parts.corpus, cfg, seeds)
                 with clock('admit', f'{len(drafts)} designs'):
                     designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds, policy=self.policy)
-            records, hinted, played, per_env = self._play(it, designed, seeds, clock)
+            records, hinted, played, per_env = self._hint_play_score(it, designed, seeds, clock)
             pending = self.buffer + (designed.pending if designed else [])
             rewarded = reward_stage(self.memory, due_designs(pending, cfg, it), cfg, it)  # the designs whose window closes now
             write_transcripts(rd, it, designed, rewarded)
@@ -984,6 +959,7 @@ class SelfPlay:
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
 
 # %% ../nbs/16_selfplay.ipynb #be81905d
+@patch
 def _evaluate(self: SelfPlay, clock: StageClock, seeds: Seeds, stream: str, what: str = '') -> Evaluation:
     "The held-out set played without hints, on the run's held-out seeds (the same at every evaluation: the curve is paired)."
     sp = self.cfg.selfplay
@@ -991,10 +967,9 @@ def _evaluate(self: SelfPlay, clock: StageClock, seeds: Seeds, stream: str, what
         return evaluate_heldout(self.policy, self.heldout, self.cfg.rollout, self.cfg.admission.limits, eval_seeds=sp.eval_seeds,
                                 rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed(stream) % 2**31)
 
-SelfPlay._evaluate = _evaluate
-
 # %% ../nbs/16_selfplay.ipynb #0893758d
-def _play(self: SelfPlay, it: int, designed: DesignOutcome | None, seeds: Seeds, clock: StageClock) -> tuple:
+@patch
+def _hint_play_score(self: SelfPlay, it: int, designed: DesignOutcome | None, seeds: Seeds, clock: StageClock) -> tuple:
     "Choose, hint, play and score this iteration's environments: (records, hinted, played, per-environment metrics)."
     cfg, sp = self.cfg, self.cfg.selfplay
     window = self.memory.live([d.env_id for d in self.buffer if d.env_id is not None and d.reward is None])  # designs in their window
@@ -1006,8 +981,6 @@ def _play(self: SelfPlay, it: int, designed: DesignOutcome | None, seeds: Seeds,
         played = play_stage(self.policy, records, hinted, cfg, seeds)
     self.run_dir.transcripts(it, 'episodes', episode_rows(played, self.policy))
     return records, hinted, played, score_stage(self.memory, played, hinted, cfg, it, seeds)
-
-SelfPlay._play = _play
 
 # %% ../nbs/16_selfplay.ipynb #c1eda25d
 PLOTS = {

@@ -116,7 +116,8 @@ def measure_step(spec: dict) -> dict:
     import torch
     from transformers import AutoTokenizer
     from spade_nb.core import Sample
-    from spade_nb.llm import LLMConfig, embedded_model_path, load_policy, qwen3_tokenizer_path
+    from spade_nb.llm import LLMConfig, embedded_model_path, qwen3_tokenizer_path
+    from spade_nb.policy import load_policy
     from spade_nb.trainer import MemoryPeak, ModelDims, Trainer, TrainerConfig, _status_bytes
     s = {'arch': 'llama', 'hidden': 256, 'intermediate': 768, 'layers': 2, 'heads': 4, 'kv_heads': 2, 'rows': 2, 'length': 512,
          'quantization': 'none', 'trainer': {}, 'warmup': True, **spec}

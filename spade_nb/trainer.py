@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple, Sequence
 
 import numpy as np
+from fastcore.basics import patch
 
 from .core import Config, Sample
 
@@ -212,6 +213,7 @@ def _py_state(s): return [s[0], list(s[1]), s[2]]
 def _py_unstate(s): return (s[0], tuple(s[1]), s[2])
 
 # %% ../nbs/15_trainer.ipynb #92d943cc
+@patch
 def _tensors(self: Trainer, batch: Sequence[Sample]):
     import torch
     L = min(max(len(s.token_ids) for s in batch), self.cfg.max_seq_len)
@@ -229,6 +231,7 @@ def _tensors(self: Trainer, batch: Sequence[Sample]):
     dev = self.policy.device
     return ids.to(dev), att.to(dev), mask.to(dev), behav.to(dev), adv.to(dev), temps.to(dev)
 
+@patch
 def _proximal(self: Trainer, batch, logp, behav):
     "(old, cap) for `pg_token_loss`: with `tis_cap`, every row's ratio is to the current policy, TIS-weighted; else stale rows only, with `stale_tis_cap`."
     import torch
@@ -237,10 +240,6 @@ def _proximal(self: Trainer, batch, logp, behav):
     cur = logp.detach()  # one optimizer step a train_step: the policy before it is the one this forward ran
     if self.tis_cap is not None: return cur, self.tis_cap
     return torch.where(stale[:, None], cur, behav), self.cfg.stale_tis_cap  # fresh rows: old = behaviour, weight 1
-
-Trainer._tensors = _tensors
-Trainer._proximal = _proximal
-
 
 # %% ../nbs/15_trainer.ipynb #be7b7ba6
 def selective_logp(hidden, head, targets, temps, *, chunk_tokens: int):
@@ -281,6 +280,7 @@ def output_head(model) -> OutputHead:
     return OutputHead(base.get_decoder(), head, vocab)
 
 # %% ../nbs/15_trainer.ipynb #64b8f858
+@patch
 def _logp(self: Trainer, ids, att, temps, mask=None):
     "Log-prob of each token given its prefix at its row's temperature, [B, T]: 0 at position 0 and where `mask` is 0 (no mask: every real token)."
     import torch
@@ -292,6 +292,7 @@ def _logp(self: Trainer, ids, att, temps, mask=None):
     out = torch.zeros(keep.shape, dtype=torch.float32, device=ids.device).masked_scatter(keep, lp)
     return torch.cat([torch.zeros_like(out[:, :1]), out], 1)
 
+@patch
 def _check_head(self: Trainer):
     "The model's own logits, on a short probe, are `output_head`'s: an architecture that does more to them fails here, not silently in training."
     import torch
@@ -306,10 +307,8 @@ def _check_head(self: Trainer):
         raise ValueError(f'{type(self.model.get_base_model()).__name__}: its logits are not the output head applied to its last hidden '
                          'states (a post-processing spade_nb.trainer.output_head does not know); the trainer cannot take log-probs chunk by chunk')
 
-Trainer._logp = _logp
-Trainer._check_head = _check_head
-
 # %% ../nbs/15_trainer.ipynb #611a8666
+@patch
 def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: float, metrics: dict) -> tuple[float, float]:
     "Forward and backward of one micro-batch, its share of the whole batch's loss; adds its losses, KL and behaviour gap sums to `metrics`; (clipped, counted) tokens."
     import torch
@@ -336,10 +335,9 @@ def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: flo
     out = ((ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)).float()
     return float((out * mask).sum()), float(mask.sum())
 
-Trainer._micro_step = _micro_step
-
 # %% ../nbs/15_trainer.ipynb #3b3f4bd2
-def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
+@patch
+def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     "Advantages, then one optimizer step over all `samples` (micro-batched, the agent's first); returns metrics."
     import torch
     cfg = self.cfg
@@ -388,11 +386,10 @@ def _train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     self._publish()
     return metrics
 
-Trainer.train_step = _train_step
-
 # %% ../nbs/15_trainer.ipynb #a02d018f
 def _role(s: Sample) -> str: return 'designer' if s.role == 'designer' else 'agent'
 
+@patch
 def _grads(self: Trainer) -> list:
     "Every trainable parameter's gradient as it stands (zeros where there is none yet, so that processes all-reduce the same list)."
     import torch
@@ -400,6 +397,7 @@ def _grads(self: Trainer) -> list:
         if p.grad is None: p.grad = torch.zeros_like(p)
     return [p.grad for p in self.params]
 
+@patch
 def _role_shares(self: Trainer, agent_grads: list | None, tok: dict) -> dict:
     "Each role's token share and gradient norm before clipping: the designer's gradient is the whole minus the agent's, `agent_grads` (None: one role only)."
     import torch
@@ -411,20 +409,20 @@ def _role_shares(self: Trainer, agent_grads: list | None, tok: dict) -> dict:
     return {'grad_norm_agent': na, 'grad_norm_designer': nd, 'designer_grad_share': nd / (na + nd) if na + nd > 0 else None,
             'designer_token_share': tok['designer'] / n if n else None}
 
+@patch
 def _all_trainable(self: Trainer):
     for n, p in self.model.named_parameters():
         if 'lora_' in n: p.requires_grad_(True)
 
+@patch
 def _publish(self: Trainer):
     "Hand the new adapter version to the backend (in-process it is the same model: only the version moves)."
     self.policy.model = self.model
     self.policy.adapter_version = self.step or None  # an adapter never updated is the base model
 
-Trainer._all_trainable, Trainer._grads, Trainer._role_shares = _all_trainable, _grads, _role_shares
-Trainer._publish = _publish
-
 # %% ../nbs/15_trainer.ipynb #f5843a29
-def _save(self: Trainer, path: str | Path):
+@patch
+def save(self: Trainer, path: str | Path):
     "Adapter, optimizer, scheduler, all RNG states and the step, so that `load` resumes exactly."
     import torch
     from safetensors.torch import save_file
@@ -437,7 +435,8 @@ def _save(self: Trainer, path: str | Path):
         'step': self.step, 'scheduler': self.sched.state_dict(), 'config': self.cfg.to_dict(),
         'numpy': [np_state[0], np_state[1].tolist(), *np_state[2:]], 'python': _py_state(random.getstate())}))
 
-def _load(self: Trainer, path: str | Path):
+@patch
+def load(self: Trainer, path: str | Path):
     "Restore a checkpoint written by `save` into this trainer."
     import torch
     from peft import set_peft_model_state_dict
@@ -457,9 +456,6 @@ def _load(self: Trainer, path: str | Path):
     random.setstate(_py_unstate(st['python']))
     self._publish()
     return self
-
-Trainer.save = _save
-Trainer.load = _load
 
 # %% ../nbs/15_trainer.ipynb #8700b32b
 def _status_bytes(key: str) -> int:

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 import ipywidgets as W
+from fastcore.basics import patch
 
 from .core import episode_return, is_win
 from .envs import final_answer, tool_call
-from .memory import EnvMemory, EnvRecord, env_source
+from .heldout import env_source
+from .memory import EnvMemory, EnvRecord
 from .protocol import first_messages, observation_message, parse_action
 from .sandbox import SandboxedEnv, SandboxError
 
@@ -27,7 +29,7 @@ __all__ = ['EnvPlayer', 'MemoryBrowser', 'RunMonitor']
 def _pre(text: str, color: str = '#222') -> str:
     return f'<pre style="white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;margin:2px 0;color:{color}">{html.escape(str(text))}</pre>'
 
-def _coerce(value: str, schema: dict):
+def _form_value(value: str, schema: dict):
     "A form field's text as the type its JSON schema asks for (numbers, booleans, arrays and objects parsed as JSON)."
     kind = schema.get('type', 'string')
     if kind == 'string': return value
@@ -72,7 +74,8 @@ class EnvPlayer(W.VBox):
         super().close()
 
 # %% ../nbs/17_widgets.ipynb #16a6031c
-def _reset(self: EnvPlayer, seed: int | None = None):
+@patch
+def reset(self: EnvPlayer, seed: int | None = None):
     "A new episode with `seed` (else the seed box's)."
     if seed is not None: self.seed_box.value = int(seed)
     self.turns, self.rewards, self.ended_by, self.messages, self.hint_box.value = [], [], None, [], ''
@@ -90,10 +93,9 @@ def _reset(self: EnvPlayer, seed: int | None = None):
     self.transcript.value = _pre(obs)
     self._show()
 
-EnvPlayer.reset = _reset
-
 # %% ../nbs/17_widgets.ipynb #a9d0bbe9
-def _act(self: EnvPlayer, action: str, who: str = 'you', reply: str | None = None):
+@patch
+def act(self: EnvPlayer, action: str, who: str = 'you', reply: str | None = None):
     "Step the environment with `action`; the transcript, reward and status follow."
     if self.env is None or self.ended_by is not None:
         self.status.value = _pre('the episode is over: reset to play again', '#b00'); return
@@ -114,9 +116,8 @@ def _act(self: EnvPlayer, action: str, who: str = 'you', reply: str | None = Non
                               f'{_pre(obs)}<i>reward {r:g}</i></div>')
     self._show()
 
-EnvPlayer.act = _act
-
 # %% ../nbs/17_widgets.ipynb #709a86cb
+@patch
 def _show(self: EnvPlayer):
     "The status line: turn count, return, and how the episode ended."
     if self.env is None and self.ended_by is None: return
@@ -127,11 +128,11 @@ def _show(self: EnvPlayer):
     self.status.value = f'seed {self.seed_box.value} · turn {len(self.turns)}/{cap} · return {ret:g} · {end}{won}'
     self.send.disabled = self.model_button.disabled = self.ended_by is not None
 
-def _ret(self: EnvPlayer) -> float: return episode_return(self.rewards, self.ended_by or 'cap')
-
-EnvPlayer._show, EnvPlayer.ret = _show, property(_ret)
+@patch(as_prop=True)
+def ret(self: EnvPlayer) -> float: return episode_return(self.rewards, self.ended_by or 'cap')
 
 # %% ../nbs/17_widgets.ipynb #7ab54986
+@patch
 def _build_tool_form(self: EnvPlayer):
     if self.env is None or self.env.kind != 'ToolEnv' or not self.env.tools:
         self.tool_form.children = (); return
@@ -145,6 +146,7 @@ def _build_tool_form(self: EnvPlayer):
     self._tool_fields()
     self.tool_form.children = (W.HBox([self.tool_pick, self.tool_call_button]), self.tool_args, W.HBox([self.answer_box, self.answer_button]))
 
+@patch
 def _tool_fields(self: EnvPlayer):
     tool = next(t for t in self.env.tools if t['name'] == self.tool_pick.value)
     props = (tool.get('parameters') or {}).get('properties') or {}
@@ -152,38 +154,36 @@ def _tool_fields(self: EnvPlayer):
                                            continuous_update=False)
                                     for k, v in props.items())
 
-EnvPlayer._build_tool_form, EnvPlayer._tool_fields = _build_tool_form, _tool_fields
-
 # %% ../nbs/17_widgets.ipynb #63e7aaa0
-def _call_tool(self: EnvPlayer):
+@patch
+def call_tool(self: EnvPlayer):
     "Send the form's tool call (arguments typed by the schema; empty fields left out)."
     tool = next(t for t in self.env.tools if t['name'] == self.tool_pick.value)
     props = (tool.get('parameters') or {}).get('properties') or {}
-    try: args = {f.description: _coerce(f.value, props.get(f.description, {})) for f in self.tool_args.children if f.value != ''}
+    try: args = {f.description: _form_value(f.value, props.get(f.description, {})) for f in self.tool_args.children if f.value != ''}
     except ValueError as e:
         self.status.value = _pre(f'{tool["name"]}: {e}', '#b00'); return
     self.act(tool_call(tool['name'], **args))
 
-EnvPlayer.call_tool = _call_tool
-
 # %% ../nbs/17_widgets.ipynb #e0ced1df
-def _show_hint(self: EnvPlayer):
+@patch
+def show_hint(self: EnvPlayer):
     "The environment's privileged hint, shown to you (the model's conversation does not get it)."
     if self.env is None: return
     try: h = self.env.hint()
     except SandboxError as e: h = f'hint() failed: {e}'
     self.hint_box.value = _pre(f'hint: {h}' if h else 'this environment has no hint', '#06c')
 
-EnvPlayer.show_hint = _show_hint
-
 # %% ../nbs/17_widgets.ipynb #7b591fed
-def _policy(self: EnvPlayer):
+@patch(as_prop=True)
+def policy(self: EnvPlayer):
     if self._policy is None:
-        from spade_nb.llm import load_policy
+        from spade_nb.policy import load_policy
         self._policy = load_policy()
     return self._policy
 
-def _model_turn(self: EnvPlayer):
+@patch
+def model_turn(self: EnvPlayer):
     "The policy writes the next action (the conversation so far rendered as `play` renders it)."
     if self.env is None or self.ended_by is not None: return self.act('')
     from spade_nb.llm import SamplingParams
@@ -191,8 +191,6 @@ def _model_turn(self: EnvPlayer):
     c = pol.generate([pol.chat_ids(self.messages)], SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature))[0][0]
     action, _ = parse_action(self.env.kind, c.text)
     self.act(action, who='model', reply=c.text)
-
-EnvPlayer.policy, EnvPlayer.model_turn = property(_policy), _model_turn
 
 # %% ../nbs/17_widgets.ipynb #8e846227
 def _open_memory(source) -> EnvMemory:
@@ -242,7 +240,8 @@ class MemoryBrowser(W.VBox):
         self.refilter()
 
 # %% ../nbs/17_widgets.ipynb #a21bdf6a
-def _matches(self: MemoryBrowser) -> list[dict]:
+@patch
+def matches(self: MemoryBrowser) -> list[dict]:
     "The rows the filters keep."
     v = self.verdict.value
     return [r for r in self.rows
@@ -256,14 +255,14 @@ def _label(r: dict) -> str:
     f = lambda x: '-' if x is None else f'{x:.2f}'
     return f"#{r['id']:<4} {r['name']:<22} {r['skill']:<15} {r['verdict']:<18} regret {f(r['regret'])}  win {f(r['win_rate'])}  it {r['iteration']}"
 
-def _refilter(self: MemoryBrowser):
+@patch
+def refilter(self: MemoryBrowser):
     rows = self.matches()
     self.listing.options = [(_label(r), r['key']) for r in rows]
     if not rows: self.detail.value, self.play_button.disabled = '<i>no environment matches the filters</i>', True
 
-MemoryBrowser.matches, MemoryBrowser.refilter = _matches, _refilter
-
 # %% ../nbs/17_widgets.ipynb #03389d8a
+@patch
 def _run_corpus(self: MemoryBrowser):
     "The corpus the run drew from, when it is the embedded one (a file corpus may be large: pass `corpus=`)."
     if self.corpus is None and self.run_dir is not None and (self.run_dir/'config.yaml').is_file():
@@ -272,6 +271,7 @@ def _run_corpus(self: MemoryBrowser):
         if RunConfig.from_yaml(self.run_dir/'config.yaml').selfplay.corpus == 'embedded': self.corpus = Corpus.embedded()
     return self.corpus
 
+@patch
 def _document(self: MemoryBrowser, prov: dict | None) -> str:
     "The grounding document: its provenance, and its text when the corpus is at hand."
     if not prov: return 'no grounding document (a seed, an import, or the no-corpus ablation)'
@@ -283,15 +283,15 @@ def _document(self: MemoryBrowser, prov: dict | None) -> str:
         self._texts = {d.sha256: d.text for d in corpus if d.sha256 in wanted}
     return text + '\n\n' + self._texts.get(prov.get('sha256'), '(not in the corpus given)')
 
-def _siblings(self: MemoryBrowser, prov: dict | None, key) -> list[dict]:
+@patch
+def siblings(self: MemoryBrowser, prov: dict | None, key) -> list[dict]:
     "The rejected designs written from the same document."
     if not prov or not prov.get('sha256'): return []
     return [x for x in self.memory.rejected(document=prov['sha256']) if ('rejected', x['id']) != key]
 
-MemoryBrowser._run_corpus, MemoryBrowser._document, MemoryBrowser.siblings = _run_corpus, _document, _siblings
-
 # %% ../nbs/17_widgets.ipynb #97e5037d
-def _show_entry(self: MemoryBrowser):
+@patch
+def show(self: MemoryBrowser):
     "The selected entry: code, provenance, score history, rejected siblings."
     key = self.listing.value
     if key is None: return
@@ -314,7 +314,8 @@ def _show_entry(self: MemoryBrowser):
                          + f"<b>code</b>{_pre(code)}")
     self.play_button.disabled = key[0] != 'env'
 
-def _play(self: MemoryBrowser) -> EnvPlayer | None:
+@patch
+def play(self: MemoryBrowser) -> EnvPlayer | None:
     "Open the selected environment in an `EnvPlayer` below."
     key = self.listing.value
     if key is None or key[0] != 'env': return None
@@ -322,8 +323,6 @@ def _play(self: MemoryBrowser) -> EnvPlayer | None:
     self.player = EnvPlayer(self.memory.get(key[1]), policy=self._policy)
     self.player_box.children = (self.player,)
     return self.player
-
-MemoryBrowser.show, MemoryBrowser.play = _show_entry, _play
 
 # %% ../nbs/17_widgets.ipynb #4b93a4b2
 class RunMonitor(W.VBox):
@@ -340,13 +339,15 @@ class RunMonitor(W.VBox):
         if start: self.start()
 
 # %% ../nbs/17_widgets.ipynb #cb9401b2
+@patch
 def _stamp(self: RunMonitor):
     p = self.run_dir/'metrics.jsonl'
     if not p.is_file(): return None
     st = p.stat()
     return st.st_size, st.st_mtime_ns
 
-def _refresh(self: RunMonitor, force: bool = False) -> bool:
+@patch
+def refresh(self: RunMonitor, force: bool = False) -> bool:
     "Redraw if metrics.jsonl changed (or `force`); True when it redrew."
     from spade_nb.selfplay import read_metrics
     stamp = self._stamp()
@@ -359,8 +360,6 @@ def _refresh(self: RunMonitor, force: bool = False) -> bool:
                          + f" · drawn {time.strftime('%H:%M:%S')}")
     self.redraws += 1
     return True
-
-RunMonitor._stamp, RunMonitor.refresh = _stamp, _refresh
 
 # %% ../nbs/17_widgets.ipynb #6b3745d1
 def _plot_panels(rows: list[dict], panels) -> bytes:
@@ -383,7 +382,8 @@ def _plot_panels(rows: list[dict], panels) -> bytes:
     return buf.getvalue()
 
 # %% ../nbs/17_widgets.ipynb #04a0562e
-def _start(self: RunMonitor):
+@patch
+def start(self: RunMonitor):
     "Check for new metrics every `interval` seconds on a daemon thread."
     if self._thread is not None and self._thread.is_alive(): return
     self._stop.clear()
@@ -394,8 +394,7 @@ def _start(self: RunMonitor):
     self._thread = threading.Thread(target=loop, name=f'RunMonitor({self.run_dir.name})', daemon=True)
     self._thread.start()
 
-def _stop(self: RunMonitor):
+@patch
+def stop(self: RunMonitor):
     self._stop.set()
     if self._thread is not None: self._thread.join(timeout=5); self._thread = None
-
-RunMonitor.start, RunMonitor.stop = _start, _stop

@@ -29,16 +29,16 @@ def _send(fd, obj):
     while msg: msg = msg[_os.write(fd, msg):]
 
 # %% ../nbs/05_worker.ipynb #4b51c6ca
-def _plain(x, depth=0):
+def _json_data(x, depth=0):
     "Convert numpy scalars and containers to JSON data; anything else becomes its repr."
     if depth > 20: return '<too deep>'
     if x is None or isinstance(x, (bool, int, str)): return x
     if isinstance(x, float): return x if _math.isfinite(x) else repr(x)
     if hasattr(x, 'item') and type(x).__module__ == 'numpy':
-        try: return _plain(x.item(), depth + 1)
+        try: return _json_data(x.item(), depth + 1)
         except Exception: return repr(x)
-    if isinstance(x, (list, tuple)): return [_plain(v, depth + 1) for v in x[:1000]]
-    if isinstance(x, dict): return {str(k): _plain(v, depth + 1) for k, v in list(x.items())[:1000]}
+    if isinstance(x, (list, tuple)): return [_json_data(v, depth + 1) for v in x[:1000]]
+    if isinstance(x, dict): return {str(k): _json_data(v, depth + 1) for k, v in list(x.items())[:1000]}
     return repr(x)[:1000]
 
 # %% ../nbs/05_worker.ipynb #b890c16d
@@ -234,8 +234,8 @@ class _Host:
         self.cls = found[0]
         self.kind = 'ToolEnv' if issubclass(self.cls, envs.ToolEnv) else 'TextEnv'
         tools = self.cls.describe_tools() if self.kind == 'ToolEnv' else []
-        return {'class_name': self.cls.__name__, 'kind': self.kind, 'max_turns': _plain(getattr(self.cls, 'max_turns', None)),
-                'tools': _plain(tools)}
+        return {'class_name': self.cls.__name__, 'kind': self.kind, 'max_turns': _json_data(getattr(self.cls, 'max_turns', None)),
+                'tools': _json_data(tools)}
 
     def call(self, op, req):
         if op == 'load':
@@ -250,7 +250,7 @@ class _Host:
             self.instances[inst] = env
             out = env.reset(seed=req.get('seed'))
             if not (isinstance(out, tuple) and len(out) == 2): return {'error': 'contract', 'message': f'reset must return (obs, info), got {type(out).__name__}'}
-            return _bad_observation(env, out[0]) or {'result': _plain(list(out))}
+            return _bad_observation(env, out[0]) or {'result': _json_data(list(out))}
         env = self.instances.get(inst)
         if env is None: return {'error': 'contract', 'message': f'instance {inst} was not reset'}
         if op in ('step', 'solution', 'hint'):  # the k-th call of its kind since the reset: the same in every worker
@@ -259,9 +259,9 @@ class _Host:
         if op == 'step':
             out = env.step(req['action'])
             if not (isinstance(out, tuple) and len(out) == 5): return {'error': 'contract', 'message': f'step must return a 5-tuple, got {type(out).__name__} of length {len(out) if hasattr(out, "__len__") else "?"}'}
-            return _bad_observation(env, out[0]) or {'result': _plain(list(out))}
-        if op == 'solution': return {'result': _plain(env.solution())}
-        if op == 'hint': return {'result': _plain(env.hint())}
+            return _bad_observation(env, out[0]) or {'result': _json_data(list(out))}
+        if op == 'solution': return {'result': _json_data(env.solution())}
+        if op == 'hint': return {'result': _json_data(env.hint())}
         if op == 'close': self.instances.pop(inst, None); return {'result': None}
         return {'error': 'protocol', 'message': f'unknown op {op!r}'}
 

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_import_does_not_load_torch():
-    mods = 'core embedded llm envs protocol worker sandbox admission seeds corpus designer hints memory rollout regret trainer selfplay cli'
+    mods = 'core embedded llm engines policy envs protocol worker sandbox admission seeds corpus designer hints memory heldout rollout regret trainer selfplay cli'
     imports = '; '.join(f'import spade_nb.{m}' for m in mods.split())
     code = (f"import sys, spade_nb; {imports}; "
             "heavy = [m for m in ('torch', 'transformers', 'peft') if m in sys.modules]; "
@@ -34,3 +34,54 @@ def test_console_script_reports_bad_input_in_one_line():
     assert r.stderr.strip() == 'spade generate: error: max_new_tokens: must be at least 1 (got 0)'
     r = subprocess.run([SPADE, 'nonsense'], capture_output=True, text=True)
     assert r.returncode == 2 and 'invalid choice' in r.stderr
+
+
+def _module_imports() -> dict[str, set[str]]:
+    "Each spade_nb module and the spade_nb modules it imports, at the top or inside a function."
+    import ast
+    out = {}
+    for p in sorted((ROOT/'spade_nb').glob('*.py')):
+        if p.stem in ('__init__', '_modidx'): continue
+        deps = set()
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.ImportFrom):
+                mod = ('spade_nb.' + n.module if n.level and n.module else n.module or '') if n.level else (n.module or '')
+                if n.level and not n.module: deps.update(a.name for a in n.names)  # from . import x
+                elif mod.startswith('spade_nb.'): deps.add(mod.split('.')[1])
+            elif isinstance(n, ast.Import):
+                deps.update(a.name.split('.')[1] for a in n.names if a.name.startswith('spade_nb.'))
+        out[p.stem] = deps - {p.stem}
+    return out
+
+
+def test_no_import_cycle_between_modules():
+    "The modules form a tree of dependencies: a reader can take them in order, each after what it needs."
+    graph, cycles = _module_imports(), []
+    def visit(m, path):
+        if m in path: cycles.append(path[path.index(m):] + [m]); return
+        for d in sorted(graph.get(m, ())): visit(d, path + [m])
+    for m in graph: visit(m, [])
+    assert not cycles, sorted({' -> '.join(c) for c in cycles})[:5]
+
+
+def test_methods_sit_in_their_class_or_are_patched():
+    "No `Class.method = _function` after a class: a method is in the class body, or added with `@patch` (readers and type checkers see a method)."
+    import re
+    found = [f'{p.name}:{i}: {line}' for p in sorted((ROOT/'spade_nb').glob('*.py')) if p.name != '_modidx.py'
+             for i, line in enumerate(p.read_text().splitlines(), 1) if re.match(r'^_?[A-Z]\w*\.\w+(, _?[A-Z]\w*\.\w+)* = ', line)]
+    assert not found, found
+
+
+def test_each_notebooks_examples_use_only_earlier_notebooks():
+    "A reader who goes from 00 upward meets each module after what it needs: no example imports a later notebook's module."
+    import json
+    import re
+    nbs = sorted((ROOT/'nbs').glob('*.ipynb'))
+    home = {m.group(1): p.name for p in nbs for c in json.loads(p.read_text())['cells']
+            if (m := re.search(r'#\| default_exp (\w+)', ''.join(c['source'])))}
+    order = {p.name: k for k, p in enumerate(nbs)}
+    later = [f'{p.name} uses {mod} ({home[mod]})' for p in nbs if p.name != 'index.ipynb'
+             for c in json.loads(p.read_text())['cells'] if c['cell_type'] == 'code'
+             for mod in re.findall(r'(?:from|import) spade_nb\.(\w+)', ''.join(c['source']))
+             if mod in home and order[home[mod]] > order[p.name]]
+    assert not later, later

@@ -80,7 +80,8 @@ def test_the_engines_notebook_with_vllm():
 
 
 def test_the_server_backend_samples_with_exact_logprobs(server):
-    from spade_nb.llm import LLMConfig, SamplingParams, load_policy
+    from spade_nb.llm import LLMConfig, SamplingParams
+    from spade_nb.policy import load_policy
     pol = load_policy(LLMConfig(backend='openai', servers=[server], max_context=1024))
     assert pol.model_name == 'smollm2'
     prompts = _prompts(pol)
@@ -102,7 +103,8 @@ def test_the_server_backend_samples_with_exact_logprobs(server):
 def test_a_trained_adapter_reaches_the_server(server):
     "One step of our trainer: the server loads version 1 under its own name, then version 2 replaces it."
     import json
-    from spade_nb.llm import LLMConfig, SamplingParams, load_policy
+    from spade_nb.llm import LLMConfig, SamplingParams
+    from spade_nb.policy import load_policy
     from spade_nb.trainer import Trainer, TrainerConfig
     pol = load_policy(LLMConfig(backend='openai', servers=[server], max_context=1024))
     prompt = _prompts(pol)[0]

@@ -1,0 +1,62 @@
+"""An engine's adapter bookkeeping as the trainer drives it (`nbs/02a_engines.ipynb` shows the engine; the trainer comes later).
+
+`HFEngine` is a test double: its "engine" is HF generate, one job at a time, so it runs anywhere.
+"""
+from spade_nb.core import Sample
+from spade_nb.engines import EnginePolicy
+from spade_nb.llm import HFPolicy, LLMConfig, SamplingParams, tiny_policy
+from spade_nb.trainer import Trainer, TrainerConfig
+
+
+class HFEngine(EnginePolicy):
+    "Test double: the 'engine' is HF generate, one job at a time; it records the adapters it registers and retires."
+    def __init__(self, hf, cfg):
+        super().__init__(hf, cfg)
+        self.registered, self.retired = [], []
+
+    def _register(self, name, uid, path):
+        assert (path/'adapter_config.json').is_file()
+        self.registered.append(name)
+
+    def _unregister(self, name): self.retired.append(name)
+
+    def _engine_generate(self, jobs, params, adapter):
+        return [[(c.token_ids, c.logprobs) for c in HFPolicy.generate(self, [p], params.replace(max_new_tokens=cap, seed=seed))[0]]
+                for p, cap, seed in jobs]
+
+
+def _batch(eng):
+    prompt = eng.chat_ids([{'role': 'user', 'content': 'What is 2 + 2?'}])
+    p = SamplingParams(n=2, max_new_tokens=8, seed=3)
+    (a, b), (c, d) = eng.generate([prompt, prompt], p)
+    def sample_of(x, r):
+        return Sample(prompt + x.token_ids, [0] * len(prompt) + [1] * len(x.token_ids), [0.0] * len(prompt) + x.logprobs, 'agent', r, 'g')
+    return prompt, p, [sample_of(x, r) for x, r in ((a, 1.0), (b, 0.0), (c, 1.0), (d, 0.0))]
+
+
+def test_each_adapter_version_is_registered_once_and_the_last_one_retired():
+    eng = HFEngine(tiny_policy(), LLMConfig())
+    prompt, p, batch = _batch(eng)
+    assert eng.registered == []  # no trained adapter yet: the base model generates
+    trainer = Trainer(eng, TrainerConfig(lora_r=4, lr=1e-2, total_steps=10))
+    trainer.train_step(batch)
+    after = eng.generate([prompt], p)[0][0]
+    assert (eng.registered, after.adapter_version) == (['default-v1'], 1)
+    eng.generate([prompt], p)
+    assert eng.registered == ['default-v1']  # once per version
+    trainer.train_step(batch)
+    eng.generate([prompt], p)
+    assert (eng.registered, eng.retired) == (['default-v1', 'default-v2'], ['default-v1'])
+    assert len(list(eng.adapter_dir.iterdir())) == 1  # the retired version's folder is gone
+    eng.generate([prompt], p, use_adapter=False)
+    assert len(eng.registered) == 2
+
+
+def test_with_separate_adapters_each_role_has_its_own_name_per_version():
+    sep = HFEngine(tiny_policy(), LLMConfig())
+    prompt, p, batch = _batch(sep)
+    Trainer(sep, TrainerConfig(lora_r=4, lr=1e-2, separate_adapters=True)).train_step(batch)
+    sep.generate([prompt], p.replace(adapter='designer'))
+    sep.generate([prompt], p.replace(adapter='agent'))
+    sep.generate([prompt], p)
+    assert sep.registered == ['designer-v1', 'agent-v1']  # the active adapter is the agent's
