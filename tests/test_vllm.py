@@ -71,12 +71,33 @@ def _sample(prompt, c, reward):
     return Sample(prompt + c.token_ids, [0] * len(prompt) + [1] * len(c.token_ids), [0.0] * len(prompt) + c.logprobs, 'agent', reward, 'g')
 
 
-def test_the_engines_notebook_with_vllm():
-    "nbs/02a_engines.ipynb with its vllm cells: log-probs, greedy tokens and a trained adapter in the in-process engine."
+def test_the_policy_notebook_with_vllm():
+    "nbs/02b_policy.ipynb with its vllm cells: the embedded model on the vllm backend, its log-probs and greedy tokens."
     require('vllm')
     from nbdev.test import test_nb
-    ok, _ = test_nb(ROOT/'nbs'/'02a_engines.ipynb', force_flags=['vllm'], showerr=True)
+    ok, _ = test_nb(ROOT/'nbs'/'02b_policy.ipynb', force_flags=['vllm'], showerr=True)
     assert ok
+
+
+def test_a_trained_adapter_reaches_the_in_process_engine():
+    "One step of our trainer (a large learning rate, so that one step shows) gives adapter version 1; the engine's next completions come from it."
+    require('vllm')
+    from spade_nb.llm import LLMConfig, SamplingParams
+    from spade_nb.policy import load_policy
+    from spade_nb.trainer import Trainer, TrainerConfig
+    vp = load_policy(LLMConfig(backend='vllm', max_context=1024))
+    try:
+        (prompt,) = _prompts(vp)[:1]
+        before = vp.generate([prompt], SamplingParams(n=4, max_new_tokens=16, seed=1))[0]
+        Trainer(vp, TrainerConfig(lora_r=8, lr=5e-2, total_steps=10)).train_step([_sample(prompt, x, float(k % 2)) for k, x in enumerate(before)])
+        assert vp.adapter_version == 1
+        after = vp.generate([prompt], SamplingParams(n=4, max_new_tokens=16, seed=1))[0]
+        assert {c.adapter_version for c in after} == {1}
+        assert logprob_gap(vp, [prompt], [after]) < 1e-3  # the engine samples from the adapted model ...
+        assert logprob_gap(vp, [prompt], [after], use_adapter=False) > 1e-2  # ... which is not the base
+        assert [c.adapter_version for c in vp.generate([prompt], SamplingParams(max_new_tokens=4), use_adapter=False)[0]] == [None]
+    finally:
+        vp.close()
 
 
 def test_the_server_backend_samples_with_exact_logprobs(server):
