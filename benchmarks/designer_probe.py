@@ -71,7 +71,8 @@ def main():
         for r in designed.rows: r.reward = designed.pending[r.pending].reward if r.pending is not None else None
         for i in designed.new_envs:
             e = per_env.get(i)
-            m = {**{key: v for key, v in asdict(e).items() if key != 'estimate'}, 'regret': e.regret} if e else {}
+            m = {**{key: v for key, v in asdict(e).items() if key != 'estimate'}, 'regret': e.regret, 'regret_lo': e.regret_lo,
+                 'regret_hi': e.regret_hi} if e else {}
             admitted.append({'env_id': i, 'round': k, 'class': records[i].class_name, 'hint': hinted.hints.get(i), 'metrics': m, 'code': records[i].code})
         _append(out/'designs.jsonl', [{**asdict(r), 'round': k, 'prompt': drafts[r.design].prompt.messages if r.design < len(drafts) else None}
                                       for r in designed.rows])

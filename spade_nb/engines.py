@@ -26,7 +26,7 @@ from .llm import HFPolicy, LLMConfig, SamplingParams
 
 # %% auto #0
 __all__ = ['backend_status', 'check_backend', 'EnginePolicy', 'VLLMPolicy', 'ServerError', 'OpenAIPolicy', 'engine_policy',
-           'logprob_gap', 'greedy_agrees']
+           'HFEngine', 'logprob_gap', 'greedy_agrees']
 
 # %% ../nbs/02a_engines.ipynb #1109fd5c
 def _has(module: str) -> bool:
@@ -292,6 +292,23 @@ def engine_policy(hf: HFPolicy, cfg: LLMConfig, path: str) -> EnginePolicy:
     check_backend(cfg)
     if cfg.gguf_file: raise ValueError('llm.gguf_file: the vllm backend loads a model folder; convert the GGUF file first')
     return VLLMPolicy(hf, cfg, path)
+
+# %% ../nbs/02a_engines.ipynb #4c9ec71a
+class HFEngine(EnginePolicy):
+    "An engine that is HF generate, one job at a time: the engine protocol's bookkeeping, testable anywhere (records the adapters it registers and retires)."
+    def __init__(self, hf, cfg):
+        super().__init__(hf, cfg)
+        self.registered, self.retired = [], []
+
+    def _register(self, name, uid, path):
+        assert (path/'adapter_config.json').is_file()
+        self.registered.append(name)
+
+    def _unregister(self, name): self.retired.append(name)
+
+    def _engine_generate(self, jobs, params, adapter):
+        return [[(c.token_ids, c.logprobs) for c in HFPolicy.generate(self, [p], params.replace(max_new_tokens=cap, seed=seed))[0]]
+                for p, cap, seed in jobs]
 
 # %% ../nbs/02a_engines.ipynb #75cac516
 def logprob_gap(policy: HFPolicy, prompts, outs, *, temperature: float = 1.0, top_p: float = 1.0, use_adapter: bool = True) -> float:

@@ -1,28 +1,11 @@
 """An engine's adapter bookkeeping as the trainer drives it (`nbs/02a_engines.ipynb` shows the engine; the trainer comes later).
 
-`HFEngine` is a test double: its "engine" is HF generate, one job at a time, so it runs anywhere.
+`HFEngine` (spade_nb.engines) is an engine that is HF generate, one job at a time, so it runs anywhere.
 """
 from spade_nb.core import Sample
-from spade_nb.engines import EnginePolicy
-from spade_nb.llm import HFPolicy, LLMConfig, SamplingParams, tiny_policy
+from spade_nb.engines import HFEngine
+from spade_nb.llm import LLMConfig, SamplingParams, tiny_policy
 from spade_nb.trainer import Trainer, TrainerConfig
-
-
-class HFEngine(EnginePolicy):
-    "Test double: the 'engine' is HF generate, one job at a time; it records the adapters it registers and retires."
-    def __init__(self, hf, cfg):
-        super().__init__(hf, cfg)
-        self.registered, self.retired = [], []
-
-    def _register(self, name, uid, path):
-        assert (path/'adapter_config.json').is_file()
-        self.registered.append(name)
-
-    def _unregister(self, name): self.retired.append(name)
-
-    def _engine_generate(self, jobs, params, adapter):
-        return [[(c.token_ids, c.logprobs) for c in HFPolicy.generate(self, [p], params.replace(max_new_tokens=cap, seed=seed))[0]]
-                for p, cap, seed in jobs]
 
 
 def _batch(eng):

@@ -44,10 +44,10 @@ def _module_imports() -> dict[str, set[str]]:
         if p.stem in ('__init__', '_modidx'): continue
         deps = set()
         for n in ast.walk(ast.parse(p.read_text())):
-            if isinstance(n, ast.ImportFrom):
-                mod = ('spade_nb.' + n.module if n.level and n.module else n.module or '') if n.level else (n.module or '')
-                if n.level and not n.module: deps.update(a.name for a in n.names)  # from . import x
-                elif mod.startswith('spade_nb.'): deps.add(mod.split('.')[1])
+            if isinstance(n, ast.ImportFrom) and n.level:  # from .x import y, from . import x
+                deps.update([n.module.split('.')[0]] if n.module else [a.name for a in n.names])
+            elif isinstance(n, ast.ImportFrom) and (n.module or '').startswith('spade_nb.'):
+                deps.add(n.module.split('.')[1])
             elif isinstance(n, ast.Import):
                 deps.update(a.name.split('.')[1] for a in n.names if a.name.startswith('spade_nb.'))
         out[p.stem] = deps - {p.stem}
