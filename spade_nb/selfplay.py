@@ -375,6 +375,7 @@ class PendingDesign:
         "Its sample with its reward, `it - iteration` updates old at iteration `it` (the trainer corrects for the staleness)."
         return dataclasses.replace(self.sample, reward=self.reward, staleness=max(0, it - self.iteration))
 
+# %% ../nbs/16_selfplay.ipynb #d0647424
 @dataclass
 class DesignRow:
     "One design's line in the designs transcript."
