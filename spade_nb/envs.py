@@ -22,9 +22,11 @@ strings.
 
 **TextEnv**, a multi-turn text game or reasoning task. Define:
 - `max_turns` (class attribute, an int);
-- `def reset(self, seed=None, options=None):` returns the tuple `(obs, info)` (a str, a dict); call `super().reset(seed=seed)`
+- `def reset(self, seed=None, options=None):` returns the tuple `(obs, info)` (a str, a dict); call \
+`super().reset(seed=seed)`
   first and draw all randomness from `self.np_random`; keep the hidden state on `self`;
-- `def step(self, action):` returns the tuple `(obs, reward, terminated, truncated, info)` (str, float, bool, bool, dict):
+- `def step(self, action):` returns the tuple `(obs, reward, terminated, truncated, info)` \
+(str, float, bool, bool, dict):
   feedback depends on the action; reward in [0, 1]; count turns and return `truncated=True` when
   `max_turns` steps have been taken;
 - `solution(self) -> list[str]`: the actions that, replayed right after `reset(seed)`, win; different
@@ -86,7 +88,8 @@ class TextEnv(gym.Env):
 
 # %% ../nbs/03_envs.ipynb #a2ba1caa
 _JSON_TYPES = {str: 'string', int: 'integer', float: 'number', bool: 'boolean', list: 'array', dict: 'object',
-               'str': 'string', 'int': 'integer', 'float': 'number', 'bool': 'boolean', 'list': 'array', 'dict': 'object'}
+               'str': 'string', 'int': 'integer', 'float': 'number', 'bool': 'boolean', 'list': 'array',
+               'dict': 'object'}
 
 def _python_value(x):
     "numpy's scalars and arrays as the Python values they hold: environments draw their numbers from `np_random`."
@@ -153,12 +156,14 @@ class ToolEnv(TextEnv):
         try:
             kind, payload = parse_tool_action(action)
         except ValueError as e:
-            return f'error: {e}', (self.no_answer_reward if out_of_turns else 0.0), False, out_of_turns, {'error': 'parse'}
+            return f'error: {e}', (self.no_answer_reward if out_of_turns
+                                   else 0.0), False, out_of_turns, {'error': 'parse'}
         if kind == 'answer':
             return 'answer received', float(self.check_answer(payload)), True, False, {'answer': payload}
         name, args = payload
         if name not in self.list_tools():
-            obs, info = f"error: unknown tool {name!r}; tools: {', '.join(self.list_tools())}", {'error': 'unknown_tool'}
+            obs, info = (f"error: unknown tool {name!r}; tools: {', '.join(self.list_tools())}",
+                         {'error': 'unknown_tool'})
         else:
             try: obs, info = str(getattr(self, 'tool_' + name)(**args)), {'tool': name}
             except TypeError as e: obs, info = f'error: bad arguments for {name}: {e}', {'error': 'bad_args'}

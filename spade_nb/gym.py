@@ -29,7 +29,8 @@ def register_seed_envs() -> list[str]:
     ids = []
     for name in seed_sources():
         ids.append(gid := gym_id(name))
-        if gid not in gym.registry: gym.register(id=gid, entry_point=make_seed_env, kwargs={'name': name}, disable_env_checker=False)
+        if gid not in gym.registry:
+            gym.register(id=gid, entry_point=make_seed_env, kwargs={'name': name}, disable_env_checker=False)
     return ids
 
 IDS = register_seed_envs()  # importing this module registers them: gymnasium.make("spade_nb.gym:CodeBreaker-v0")

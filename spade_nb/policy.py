@@ -13,9 +13,11 @@ __all__ = ['load_policy']
 
 # %% ../nbs/02b_policy.ipynb #6a8eab78
 def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy | EnginePolicy:
-    "The policy `cfg` (with `changes`) names, on `cfg.backend`: the HF model, and for `vllm` or `openai` an engine in front of it."
+    """The policy `cfg` (with `changes`) names, on `cfg.backend`: the HF model, and for `vllm` or `openai` an engine in
+    front of it."""
     cfg = cfg or LLMConfig()
     if changes: cfg = cfg.replace(**changes)
-    if cfg.backend != 'hf': check_backend(cfg)  # a backend that cannot run here fails now, not after the weights have loaded
+    # a backend that cannot run here fails now, not after the weights have loaded
+    if cfg.backend != 'hf': check_backend(cfg)
     policy = load_hf_policy(cfg)
     return policy if cfg.backend == 'hf' else engine_policy(policy, cfg, str(model_path(cfg)))

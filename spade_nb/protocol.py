@@ -44,21 +44,25 @@ def supports_native_tools(tokenizer) -> bool:
     return 'tools' in (getattr(tokenizer, 'chat_template', None) or '')
 
 # %% ../nbs/04_protocol.ipynb #c55ca834
-def _demo(*turns) -> list[dict]: return [{'role': 'user' if i % 2 == 0 else 'assistant', 'content': t} for i, t in enumerate(turns)]
+def _demo(*turns) -> list[dict]:
+    return [{'role': 'user' if i % 2 == 0 else 'assistant', 'content': t} for i, t in enumerate(turns)]
 
 DEMONSTRATIONS = {
     'TextEnv': [_demo('Example task: what is 2 + 3?', '2 + 3 = 5. \\boxed{5}'),
                 _demo('Example task: you stand in a corridor and the exit is to your right. Moves: left, right.',
                       'The exit is to my right, so I move right. \\boxed{right}')],
     'ToolEnv': [_demo('Example task: report the value stored under key "a". Tools: get(key: string)',
-                      '<tool_call>{"name": "get", "arguments": {"key": "a"}}</tool_call>', 'value: 7', 'The value is 7. \\boxed{7}'),
+                      '<tool_call>{"name": "get", "arguments": {"key": "a"}}</tool_call>', 'value: 7',
+                      'The value is 7. \\boxed{7}'),
                 _demo('Example task: what is 6 times 7? Tools: multiply(x: number, y: number)',
-                      '<tool_call>{"name": "multiply", "arguments": {"x": 6, "y": 7}}</tool_call>', '42', '\\boxed{42}')],
+                      '<tool_call>{"name": "multiply", "arguments": {"x": 6, "y": 7}}</tool_call>', '42',
+                      '\\boxed{42}')],
 }
 
 def first_messages(kind: str, obs: str, *, tools: Sequence[dict] = (), hint: str | None = None,
                    native_tools: bool = False, demonstrations: int = 0) -> list[dict]:
-    "The opening conversation: system prompt, `demonstrations` worked examples of the format, then the first observation (with the hint, when given)."
+    """The opening conversation: system prompt, `demonstrations` worked examples of the format, then the first
+    observation (with the hint, when given)."""
     if not 0 <= demonstrations <= len(DEMONSTRATIONS['TextEnv']):
         raise ValueError(f"demonstrations must be between 0 and {len(DEMONSTRATIONS['TextEnv'])}, got {demonstrations}")
     content = obs if not hint else f"{obs}\n\nHint: {hint}"

@@ -44,7 +44,8 @@ def _betacf(a: float, b: float, x: float) -> float:
     c, d = 1.0, 1.0 - qab * x / qap
     d = 1.0 / (d if abs(d) > tiny else tiny); h = d
     for m in range(1, 400):
-        for aa in (m * (b - m) * x / ((qam + 2 * m) * (a + 2 * m)), -(a + m) * (qab + m) * x / ((a + 2 * m) * (qap + 2 * m))):
+        for aa in (m * (b - m) * x / ((qam + 2 * m) * (a + 2 * m)),
+                   -(a + m) * (qab + m) * x / ((a + 2 * m) * (qap + 2 * m))):
             d = 1.0 + aa * d; d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + aa / c; c = c if abs(c) > tiny else tiny
             h *= d * c
@@ -72,7 +73,8 @@ def t_quantile(q: float, df: float) -> float:
 
 def f_quantile(q: float, d1: float, d2: float) -> float:
     "The `q` quantile of Fisher's F with (`d1`, `d2`) degrees of freedom."
-    if not 0 < q < 1 or d1 <= 0 or d2 <= 0: raise ValueError(f'f_quantile: need 0 < q < 1 and positive degrees of freedom, got {q}, {d1}, {d2}')
+    if not 0 < q < 1 or d1 <= 0 or d2 <= 0:
+        raise ValueError(f'f_quantile: need 0 < q < 1 and positive degrees of freedom, got {q}, {d1}, {d2}')
     lo, hi = 0.0, 1e6
     for _ in range(200):
         mid = (lo + hi) / 2
@@ -87,12 +89,14 @@ def _by_seed(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array([x[g == k].sum() for k in keys]) / counts, counts
 
 def _sampling_var(means: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    "Each seed's mean's sampling variance, from its Jeffreys-smoothed rate (an upper bound for returns in [0, 1] that are not wins)."
+    """Each seed's mean's sampling variance, from its Jeffreys-smoothed rate (an upper bound for returns in [0, 1] that
+    are not wins)."""
     p = (means * counts + 0.5) / (counts + 1)
     return p * (1 - p) / counts
 
 def _guarded(s2: float, floor: float, n: int) -> float:
-    "The variance an interval uses: the seeds' own `s2`, at least the sampling `floor` weighted min(1, 2 / (n - 1)) (in full up to 3 seeds, fading as seeds grow)."
+    """The variance an interval uses: the seeds' own `s2`, at least the sampling `floor` weighted min(1, 2 / (n - 1))
+    (in full up to 3 seeds, fading as seeds grow)."""
     return max(s2, floor * min(1.0, 2.0 / max(1, n - 1)))
 
 def _t_interval(mean: float, var: float, df: float, level: float) -> tuple[float, float]:
@@ -104,11 +108,13 @@ def _t_interval(mean: float, var: float, df: float, level: float) -> tuple[float
 def estimate_regret(hint_returns: Sequence[float], nohint_returns: Sequence[float], *, paired: bool = True,
                     groups: Sequence | None = None, seed: int = 0, level: float = 0.9, n_boot: int = 2000,
                     method: Literal['t', 'bootstrap'] = 't') -> RegretEstimate:
-    "Regret over seeds with a guarded Student-t interval (`method='bootstrap'`: the seeded percentile bootstrap, `n_boot` resamples)."
+    """Regret over seeds with a guarded Student-t interval (`method='bootstrap'`: the seeded percentile bootstrap,
+    `n_boot` resamples)."""
     h, p = np.asarray(hint_returns, dtype=float), np.asarray(nohint_returns, dtype=float)
     if len(h) == 0 or len(p) == 0: raise ValueError('both arms need at least one return')
     if method not in ('t', 'bootstrap'): raise ValueError(f"method must be 't' or 'bootstrap', got {method!r}")
-    if method == 'bootstrap': return _bootstrap_regret(h, p, paired=paired, groups=groups, seed=seed, level=level, n_boot=n_boot)
+    if method == 'bootstrap':
+        return _bootstrap_regret(h, p, paired=paired, groups=groups, seed=seed, level=level, n_boot=n_boot)
     if not paired:  # independent arms: by seed when `groups` = (hint seeds, plain seeds), else by play
         gh, gp = groups if groups is not None else (np.arange(len(h)), np.arange(len(p)))
         (mh, ch), (mp, cp) = _by_seed(h, np.asarray(gh)), _by_seed(p, np.asarray(gp))
@@ -116,7 +122,8 @@ def estimate_regret(hint_returns: Sequence[float], nohint_returns: Sequence[floa
         vp = _guarded(mp.var(ddof=1) if len(mp) > 1 else 0.0, float(_sampling_var(mp, cp).mean()), len(mp)) / len(mp)
         df = (vh + vp) ** 2 / (vh ** 2 / (len(mh) - 1) + vp ** 2 / (len(mp) - 1)) if min(len(mh), len(mp)) > 1 else 0.0
         lo, hi = _t_interval(float(mh.mean() - mp.mean()), vh + vp, df, level)
-        return RegretEstimate(float(mh.mean() - mp.mean()), lo, hi, len(h) + len(p), float(h.mean()), float(p.mean()), False)
+        return RegretEstimate(float(mh.mean() - mp.mean()), lo, hi, len(h) + len(p), float(h.mean()), float(p.mean()),
+                              False)
     g = _paired_groups(h, p, groups)
     (mh, ch), (mp, cp) = _by_seed(h, g), _by_seed(p, g)
     d, n = mh - mp, len(mh)
@@ -125,20 +132,23 @@ def estimate_regret(hint_returns: Sequence[float], nohint_returns: Sequence[floa
     return RegretEstimate(float(d.mean()), lo, hi, n, float(h.mean()), float(p.mean()), True)
 
 def _paired_groups(h, p, groups) -> np.ndarray:
-    if len(h) != len(p): raise ValueError(f'paired arms need equal lengths, got {len(h)} hinted and {len(p)} plain returns')
+    if len(h) != len(p):
+        raise ValueError(f'paired arms need equal lengths, got {len(h)} hinted and {len(p)} plain returns')
     g = np.arange(len(h)) if groups is None else np.asarray(groups)
     if len(g) != len(h): raise ValueError(f'groups has {len(g)} entries for {len(h)} returns')
     return g
 
 # %% ../nbs/14_regret.ipynb #dc607db6
 def _bootstrap_regret(h, p, *, paired, groups, seed, level, n_boot) -> RegretEstimate:
-    "The percentile bootstrap (paired: seeds resampled with all their plays); too narrow at few seeds, kept for comparison."
+    """The percentile bootstrap (paired: seeds resampled with all their plays); too narrow at few seeds, kept for
+    comparison."""
     rng, a = np.random.default_rng(seed), (1 - level) / 2
     if not paired:
         gh, gp = groups if groups is not None else (np.arange(len(h)), np.arange(len(p)))
         boots = _cluster_boot(h, np.asarray(gh), rng, n_boot) - _cluster_boot(p, np.asarray(gp), rng, n_boot)
         lo, hi = np.quantile(boots, [a, 1 - a])
-        return RegretEstimate(float(h.mean() - p.mean()), float(lo), float(hi), len(h) + len(p), float(h.mean()), float(p.mean()), False)
+        return RegretEstimate(float(h.mean() - p.mean()), float(lo), float(hi), len(h) + len(p), float(h.mean()),
+                              float(p.mean()), False)
     g = _paired_groups(h, p, groups)
     d = _by_seed(h, g)[0] - _by_seed(p, g)[0]
     boots = d[rng.integers(0, len(d), (n_boot, len(d)))].mean(1)
@@ -160,7 +170,8 @@ def plateau(p: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> f
     d = lo - p if p < lo else p - hi
     return max(0.0, 1.0 - d / ramp)
 
-def blend_reward(regret: float, win_rate: float, *, scale: float = 0.15, w_regret: float = 0.4, lo: float = 0.4, hi: float = 0.6,
+def blend_reward(regret: float, win_rate: float, *, scale: float = 0.15, w_regret: float = 0.4, lo: float = 0.4,
+                 hi: float = 0.6,
                  ramp: float = 0.25) -> float:
     "The reference's default: 0.4 x clip(regret / 0.15, 0, 1) + 0.6 x plateau(no-hint win rate)."
     return w_regret * float(np.clip(regret / scale, 0, 1)) + (1 - w_regret) * plateau(win_rate, lo, hi, ramp)
@@ -174,11 +185,13 @@ def learnability_reward(win_rate: float) -> float:
     "p (1 - p): largest for environments the agent wins half the time."
     return win_rate * (1 - win_rate)
 
-def solve_rate_reward(win_rate: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> float: return plateau(win_rate, lo, hi, ramp)
+def solve_rate_reward(win_rate: float, lo: float = 0.4, hi: float = 0.6, ramp: float = 0.25) -> float:
+    return plateau(win_rate, lo, hi, ramp)
 
 # %% ../nbs/14_regret.ipynb #f3412f81
 def learning_progress(wins: Sequence[float], iterations: Sequence[int]) -> float | None:
-    "The per-iteration win rate's least-squares slope (weighted by plays) times the window's span: end minus start as fitted; None for one iteration."
+    """The per-iteration win rate's least-squares slope (weighted by plays) times the window's span: end minus start as
+    fitted; None for one iteration."""
     y, t = np.asarray(wins, dtype=float), np.asarray(iterations, dtype=float)
     if len(y) != len(t): raise ValueError(f'{len(y)} outcomes for {len(t)} iterations')
     ts = np.array(sorted(set(t.tolist())))
@@ -190,7 +203,8 @@ def learning_progress(wins: Sequence[float], iterations: Sequence[int]) -> float
 # %% ../nbs/14_regret.ipynb #15eaad6b
 def within_seed_share(wins: Sequence[float], seeds: Sequence, iterations: Sequence[int] | None = None, *,
                       level: float = 0.9) -> float | None:
-    "The share of the outcomes' variance within seeds (seeds nested in `iterations`), between-seed variance counted past chance at `level`; None: no seed played twice."
+    """The share of the outcomes' variance within seeds (seeds nested in `iterations`), between-seed variance counted
+    past chance at `level`; None: no seed played twice."""
     y, s = np.asarray(wins, dtype=float), np.asarray(seeds)
     t = np.zeros(len(y), dtype=int) if iterations is None else np.asarray(iterations)
     ssw = ssb = dfw = dfb = cells = 0
@@ -209,13 +223,16 @@ def within_seed_share(wins: Sequence[float], seeds: Sequence, iterations: Sequen
     return 1.0 if msw + between <= 0 else float(msw / (msw + between))
 
 # %% ../nbs/14_regret.ipynb #538ef7a3
-BLEND_PARTS = ('regret', 'learning_progress', 'plateau', 'frontier_penalty')  # the blend's components (the penalty is subtracted)
+# the blend's components (the penalty is subtracted)
+BLEND_PARTS = ('regret', 'learning_progress', 'plateau', 'frontier_penalty')
 
 @dataclass
 class RewardConfig(Config):
     "Which designer reward, its shape, and the penalties."
     variant: Literal['blend', 'regret', 'learnability', 'solve_rate', 'learning_progress'] = 'blend'
-    blend: dict[str, float] = field(default_factory=lambda: {'regret': 0.4, 'plateau': 0.6})  # 'blend': each component's weight (the paper's recipe; the reference's code: {regret: 0.5, learning_progress: 0.5})
+    # 'blend': each component's weight (the paper's recipe; the reference's code: {regret: 0.5, learning_progress:
+    # 0.5})
+    blend: dict[str, float] = field(default_factory=lambda: {'regret': 0.4, 'plateau': 0.6})
     blend_regret_weight: float | None = None  # the older key: blend = {regret: w, plateau: 1 - w} when set
     regret_scale: float = 0.15  # nominal scales: the blend takes clip(regret / regret_scale, 0, 1) ...
     regret_floor: bool = True  # ... (false: clipped to [-1, 1], a hint that hurts counts against)
@@ -224,12 +241,18 @@ class RewardConfig(Config):
     plateau_lo: float = 0.4  # 'blend', 'solve_rate': the no-hint win rates that score 1 ...
     plateau_hi: float = 0.6
     plateau_ramp: float = 0.25  # ... falling linearly to 0 over this much on each side
-    seed_test: bool = True  # pay the plateau, learnability and learning progress on the share of outcome variance within seeds (needs 2 plays per seed)
+    # pay the plateau, learnability and learning progress on the share of outcome variance within seeds (needs 2 plays
+    # per seed)
+    seed_test: bool = True
     seed_test_level: float = 0.9  # between-seed variance counts only past what chance gives at this level
     uncertain_factor: float = 1.0  # for 'regret': multiply when the interval covers 0
     inadmissible: float = -1.0  # a design that admission rejected (or that did not parse), or that play caught cheating
-    duplicate: float | None = None  # a design the memory already holds (never another environment's score); None: `inadmissible`, so copying never beats trying
-    novelty_from: float | None = 0.8  # a near-copy's positive reward times clip((1 - s) / (1 - this), 0, 1), s its largest similarity to a live environment when admitted (0.8: the memory's near-duplicate threshold); None: off
+    # a design the memory already holds (never another environment's score); None: `inadmissible`, so copying never
+    # beats trying
+    duplicate: float | None = None
+    # a near-copy's positive reward times clip((1 - s) / (1 - this), 0, 1), s its largest similarity to a live
+    # environment when admitted (0.8: the memory's near-duplicate threshold); None: off
+    novelty_from: float | None = 0.8
     timeout: float = -0.5  # an admitted environment whose step timed out while the agent played (as in the reference)
     crash: float = -0.5  # ... whose worker crashed or raised
     memory: float = -0.5  # ... that ran out of its memory limit
@@ -237,16 +260,19 @@ class RewardConfig(Config):
     output_too_large: float = -0.5  # ... that returned an observation past its cap
     contract: float = -0.5  # ... that broke the contract in play (a prompt that cannot be rendered, a bad return)
     level: float = 0.9  # confidence level of the regret interval
-    interval: Literal['t', 'bootstrap'] = 't'  # the guarded Student-t interval, or the (too narrow) percentile bootstrap
+    # the guarded Student-t interval, or the (too narrow) percentile bootstrap
+    interval: Literal['t', 'bootstrap'] = 't'
     n_boot: int = 2000  # bootstrap resamples (interval: bootstrap)
 
     def weights(self) -> dict[str, float]:
         "The blend's weights, by component (`blend_regret_weight`, when set, gives the older two-part blend)."
-        w = self.blend if self.blend_regret_weight is None else {'regret': self.blend_regret_weight, 'plateau': 1 - self.blend_regret_weight}
+        w = self.blend if self.blend_regret_weight is None else {'regret': self.blend_regret_weight,
+                                                                 'plateau': 1 - self.blend_regret_weight}
         return {k: float(v) for k, v in w.items() if v}
 
     def uses(self, part: str) -> bool:
-        "Does the reward use `part` ('learning_progress', 'plateau', ...): as its variant, or with a weight in the blend?"
+        """Does the reward use `part` ('learning_progress', 'plateau', ...): as its variant, or with a weight in the
+        blend?"""
         return self.variant == part or (self.variant == 'blend' and part in self.weights())
 
     def copy_penalty(self) -> float:
@@ -254,37 +280,51 @@ class RewardConfig(Config):
         return self.inadmissible if self.duplicate is None else self.duplicate
 
     def novelty(self, similarity: float | None) -> float:
-        "The factor on a positive reward of a design whose largest similarity to a live environment was `similarity` (1: new enough, unknown, or off)."
+        """The factor on a positive reward of a design whose largest similarity to a live environment was `similarity`
+        (1: new enough, unknown, or off)."""
         if self.novelty_from is None or similarity is None: return 1.0
         return float(np.clip((1 - similarity) / (1 - self.novelty_from), 0.0, 1.0))
 
     def validate(self):
         self.check('duplicate', self.duplicate is None or self.duplicate <= self.inadmissible,
-                   f'must be at most reward.inadmissible ({self.inadmissible}): a copy of an exemplar would otherwise beat an honest attempt that failed')
-        self.check('novelty_from', self.novelty_from is None or 0 <= self.novelty_from < 1, 'must be in [0, 1), or null to turn novelty off')
-        self.check('plateau_lo', 0 <= self.plateau_lo <= self.plateau_hi <= 1, 'need 0 <= plateau_lo <= plateau_hi <= 1')
+                   f'must be at most reward.inadmissible ({self.inadmissible}): a copy of an exemplar would otherwise '
+                   'beat an honest attempt that failed')
+        self.check('novelty_from', self.novelty_from is None or 0 <= self.novelty_from < 1,
+                   'must be in [0, 1), or null to turn novelty off')
+        self.check('plateau_lo', 0 <= self.plateau_lo <= self.plateau_hi <= 1,
+                   'need 0 <= plateau_lo <= plateau_hi <= 1')
         self.check('plateau_ramp', self.plateau_ramp > 0, 'must be positive')
         bad = sorted(set(self.blend) - set(BLEND_PARTS))
         self.check('blend', not bad, f'unknown component {", ".join(bad)}; known: {", ".join(BLEND_PARTS)}')
-        self.check('blend', all(isinstance(v, (int, float)) and v >= 0 for v in self.blend.values()), 'weights must be non-negative numbers')
-        self.check('blend_regret_weight', self.blend_regret_weight is None or 0 <= self.blend_regret_weight <= 1, 'must be in [0, 1]')
-        self.check('blend', self.variant != 'blend' or sum(self.weights().values()) > 0, 'needs a component with a positive weight')
-        for k in ('regret_scale', 'learning_progress_scale', 'frontier_penalty_scale'): self.check(k, getattr(self, k) > 0, 'must be positive')
+        self.check('blend', all(isinstance(v, (int, float)) and v >= 0 for v in self.blend.values()),
+                   'weights must be non-negative numbers')
+        self.check('blend_regret_weight', self.blend_regret_weight is None or 0 <= self.blend_regret_weight <= 1,
+                   'must be in [0, 1]')
+        self.check('blend', self.variant != 'blend' or sum(self.weights().values()) > 0,
+                   'needs a component with a positive weight')
+        for k in ('regret_scale', 'learning_progress_scale', 'frontier_penalty_scale'):
+            self.check(k, getattr(self, k) > 0, 'must be positive')
         for k in ('level', 'seed_test_level'): self.check(k, 0 < getattr(self, k) < 1, 'must be in (0, 1)')
 
-FAILURES = ('timeout', 'crash', 'memory', 'forbidden_syscall', 'output_too_large', 'contract')  # play's failure reasons with a penalty
+# play's failure reasons with a penalty
+FAILURES = ('timeout', 'crash', 'memory', 'forbidden_syscall', 'output_too_large', 'contract')
 
 # %% ../nbs/14_regret.ipynb #787c1d92
-def blend_parts(cfg: RewardConfig, est: RegretEstimate | None, win_rate: float, *, learning_progress: float | None = None,
+def blend_parts(cfg: RewardConfig, est: RegretEstimate | None, win_rate: float, *,
+                learning_progress: float | None = None,
                 seed_share: float | None = 1.0) -> dict[str, float | None]:
-    "The blend's components, each over its nominal scale (None: not measured); the plateau and learning progress paid on `seed_share`."
+    """The blend's components, each over its nominal scale (None: not measured); the plateau and learning progress paid
+    on `seed_share`."""
     r = None if est is None else float(np.clip(est.mean / cfg.regret_scale, 0.0 if cfg.regret_floor else -1.0, 1.0))
     lp = None if learning_progress is None or seed_share is None else \
         float(np.clip(learning_progress / cfg.learning_progress_scale, -1, 1)) * seed_share
-    pl = None if seed_share is None else plateau(win_rate, cfg.plateau_lo, cfg.plateau_hi, cfg.plateau_ramp) * seed_share
-    return {'regret': r, 'learning_progress': lp, 'plateau': pl, 'frontier_penalty': (win_rate - 0.5) ** 2 / cfg.frontier_penalty_scale}
+    pl = None if seed_share is None else plateau(win_rate, cfg.plateau_lo, cfg.plateau_hi,
+                                                 cfg.plateau_ramp) * seed_share
+    return {'regret': r, 'learning_progress': lp, 'plateau': pl,
+            'frontier_penalty': (win_rate - 0.5) ** 2 / cfg.frontier_penalty_scale}
 
-def designer_reward(cfg: RewardConfig, est: RegretEstimate | None, win_rate_nohint: float | None, *, admitted: bool = True,
+def designer_reward(cfg: RewardConfig, est: RegretEstimate | None, win_rate_nohint: float | None, *,
+                    admitted: bool = True,
                     timed_out: bool = False, hint_leaked: bool = False, failure: str | None = None,
                     learning_progress: float | None = None, seed_share: float | None = 1.0) -> float | None:
     "The designer's reward for one environment; None when what its variant needs was not measured."
@@ -293,10 +333,12 @@ def designer_reward(cfg: RewardConfig, est: RegretEstimate | None, win_rate_nohi
     if failure is not None: return getattr(cfg, failure) if failure in FAILURES else cfg.crash
     if win_rate_nohint is None: return None
     share, est = (seed_share if cfg.seed_test else 1.0), (None if hint_leaked else est)
-    if cfg.variant == 'regret': return None if est is None else regret_reward(est, uncertain_factor=cfg.uncertain_factor)
+    if cfg.variant == 'regret':
+        return None if est is None else regret_reward(est, uncertain_factor=cfg.uncertain_factor)
     if share is None: return None
     if cfg.variant == 'learnability': return learnability_reward(win_rate_nohint) * share
-    if cfg.variant == 'solve_rate': return solve_rate_reward(win_rate_nohint, cfg.plateau_lo, cfg.plateau_hi, cfg.plateau_ramp) * share
+    if cfg.variant == 'solve_rate':
+        return solve_rate_reward(win_rate_nohint, cfg.plateau_lo, cfg.plateau_hi, cfg.plateau_ramp) * share
     if cfg.variant == 'learning_progress': return None if learning_progress is None else learning_progress * share
     parts = blend_parts(cfg, est, win_rate_nohint, learning_progress=learning_progress, seed_share=share)
     if any(parts[k] is None for k in cfg.weights()): return None
@@ -325,7 +367,8 @@ class EnvScores:
 
 def env_metrics(episodes, *, paired: bool = True, seed: int = 0, level: float = 0.9, n_boot: int = 2000,
                 method: Literal['t', 'bootstrap'] = 't') -> dict[EnvId, EnvScores]:
-    "For each environment in `episodes` (rollout `Episode`s): returns and win rates by arm, turns, parse failures, the regret."
+    """For each environment in `episodes` (rollout `Episode`s): returns and win rates by arm, turns, parse failures, the
+    regret."""
     out = {}
     for env_id in dict.fromkeys(e.env_id for e in episodes):
         eps = [e for e in episodes if e.env_id == env_id]
@@ -334,11 +377,14 @@ def env_metrics(episodes, *, paired: bool = True, seed: int = 0, level: float = 
         est = None
         if plain and hinted and (len(plain) == len(hinted) or not paired):
             groups = [e.seed for e in plain] if paired else ([e.seed for e in hinted], [e.seed for e in plain])
-            est = estimate_regret([e.ret for e in hinted], [e.ret for e in plain], paired=paired, groups=groups, seed=seed,
+            est = estimate_regret([e.ret for e in hinted], [e.ret for e in plain], paired=paired, groups=groups,
+                                  seed=seed,
                                   level=level, n_boot=n_boot, method=method)
         out[env_id] = EnvScores(len(eps), _mean([e.ret for e in plain]), _mean([e.ret for e in hinted]),
-                                _mean([float(e.win) for e in plain]), _mean([float(e.win) for e in hinted]), _mean([e.turns for e in eps]),
-                                sum(e.parse_failures for e in eps) / max(1, sum(e.turns for e in eps)), len({e.ret for e in plain}) <= 1, est)
+                                _mean([float(e.win) for e in plain]), _mean([float(e.win) for e in hinted]),
+                                _mean([e.turns for e in eps]),
+                                sum(e.parse_failures for e in eps) / max(1, sum(e.turns for e in eps)),
+                                len({e.ret for e in plain}) <= 1, est)
     return out
 
 def _mean(xs): return float(np.mean(xs)) if len(xs) else None
@@ -375,7 +421,8 @@ def window_figures(cfg: RewardConfig, episodes, iterations: Sequence[int] | None
     return WindowFigures(len(episodes), len(set(its.tolist())), float(wins.mean()) if len(wins) else None,
                          _matched_regret([e for e, t in zip(episodes, its) if t == first], cfg),
                          learning_progress(wins, at) if len(wins) else None,
-                         within_seed_share(wins, [e.seed for e, _ in plain], at, level=cfg.seed_test_level) if len(wins) else None)
+                         within_seed_share(wins, [e.seed for e, _ in plain], at, level=cfg.seed_test_level)
+                         if len(wins) else None)
 
 # %% ../nbs/14_regret.ipynb #a4126626
 @dataclass
@@ -383,13 +430,17 @@ class RewardParts:
     "One environment's designer reward with what it rests on."
     reward: float | None
     figures: WindowFigures | None  # None: a failure's penalty needs none
-    components: dict[str, float | None] = field(default_factory=dict)  # the blend's, each over its nominal scale (before the weights)
+    # the blend's, each over its nominal scale (before the weights)
+    components: dict[str, float | None] = field(default_factory=dict)
     masked: bool = False  # a played environment whose blend (or learning progress) is below 0: not trained
     novelty: float = 1.0  # the factor its positive reward was scaled by (`RewardConfig.novelty`)
-    why: str | None = None  # why there is no reward (None: there is one): 'unplayed', 'hint_leaked', 'no_regret', 'no_seed_share', 'no_learning_progress'
+    # why there is no reward (None: there is one): 'unplayed', 'hint_leaked', 'no_regret', 'no_seed_share',
+    # 'no_learning_progress'
+    why: str | None = None
 
 def no_reward_reason(cfg: RewardConfig, f: WindowFigures, hint_leaked: bool = False) -> str:
-    "Why `designer_reward` found nothing to pay on figures `f`: the first measurement its variant needs that is missing."
+    """Why `designer_reward` found nothing to pay on figures `f`: the first measurement its variant needs that is
+    missing."""
     if f.win_rate is None: return 'unplayed'
     share = f.seed_share if cfg.seed_test else 1.0
     for k in (cfg.weights() if cfg.variant == 'blend' else [cfg.variant]):
@@ -400,18 +451,25 @@ def no_reward_reason(cfg: RewardConfig, f: WindowFigures, hint_leaked: bool = Fa
 
 def reward_parts(cfg: RewardConfig, episodes, iterations: Sequence[int] | None = None, *, failure: str | None = None,
                  hint_leaked: bool = False, similarity: float | None = None) -> RewardParts:
-    "The reward of one environment from its window of `episodes` (`env_reward`), its figures, components and mask; a positive one scaled by its novelty (`similarity`: its largest to a live environment when admitted)."
+    """The reward of one environment from its window of `episodes` (`env_reward`), its figures, components and mask; a
+    positive one scaled by its novelty (`similarity`: its largest to a live environment when admitted)."""
     if failure is not None: return RewardParts(designer_reward(cfg, None, None, failure=failure), None)
     f = window_figures(cfg, episodes, iterations)
     if f.win_rate is None: return RewardParts(None, f, why='unplayed')
     share = f.seed_share if cfg.seed_test else 1.0
-    r = designer_reward(cfg, f.regret, f.win_rate, hint_leaked=hint_leaked, learning_progress=f.learning_progress, seed_share=share)
-    parts = blend_parts(cfg, None if hint_leaked else f.regret, f.win_rate, learning_progress=f.learning_progress, seed_share=share)
-    nov = cfg.novelty(similarity) if r is not None and r > 0 else 1.0  # a penalty is never softened, a mask never lifted
-    return RewardParts(None if r is None else r * nov, f, parts, masked=r is not None and r < 0 and cfg.variant in ('blend', 'learning_progress'),
+    r = designer_reward(cfg, f.regret, f.win_rate, hint_leaked=hint_leaked, learning_progress=f.learning_progress,
+                        seed_share=share)
+    parts = blend_parts(cfg, None if hint_leaked else f.regret, f.win_rate, learning_progress=f.learning_progress,
+                        seed_share=share)
+    # a penalty is never softened, a mask never lifted
+    nov = cfg.novelty(similarity) if r is not None and r > 0 else 1.0
+    return RewardParts(None if r is None else r * nov, f, parts,
+                       masked=r is not None and r < 0 and cfg.variant in ('blend', 'learning_progress'),
                        novelty=nov, why=None if r is not None else no_reward_reason(cfg, f, hint_leaked))
 
 def env_reward(cfg: RewardConfig, episodes, iterations: Sequence[int] | None = None, *, failure: str | None = None,
                hint_leaked: bool = False, similarity: float | None = None) -> float | None:
-    "The designer's reward for one environment from its `episodes` (both arms, as `play` returns them; `iterations`: when each was played)."
-    return reward_parts(cfg, episodes, iterations, failure=failure, hint_leaked=hint_leaked, similarity=similarity).reward
+    """The designer's reward for one environment from its `episodes` (both arms, as `play` returns them; `iterations`:
+    when each was played)."""
+    return reward_parts(cfg, episodes, iterations, failure=failure, hint_leaked=hint_leaked,
+                        similarity=similarity).reward

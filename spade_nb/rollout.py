@@ -30,7 +30,8 @@ class RolloutConfig(Config):
     temperature: float = 1.0  # training rollouts sample at top_p = 1 (exact behaviour log-probs)
     step_timeout: float = 5.0
     train_on_hinted: bool = False  # ablation: off-policy with respect to the hint
-    demonstrations: int = 0  # worked examples of the action format before the first observation (small models; never trained)
+    # worked examples of the action format before the first observation (small models; never trained)
+    demonstrations: int = 0
     replays: int = 1  # ghosts per certified seed: its solution re-sent among the agent's episodes (every seed alike)
     audit: int = 4  # episodes per environment re-played afterwards in a fresh worker (wins and losses alike); 0: none
 
@@ -44,13 +45,15 @@ class RolloutConfig(Config):
 
 @dataclass
 class EnvJob:
-    "One environment to play: its code, the seeds (shared by both arms), plays per seed and arm, its hint, and what to re-send."
+    """One environment to play: its code, the seeds (shared by both arms), plays per seed and arm, its hint, and what to
+    re-send."""
     env_id: EnvId  # a memory id, or a name
     code: str
     seeds: list[int]
     plays: int = 1
     hint: str | None = None  # when given, each seed is also played with the hint (paired with the no-hint arm)
-    certified: dict[int, Replay] | None = None  # seed -> its certified solution (`certify`); None: `play` certifies, in a worker of its own
+    # seed -> its certified solution (`certify`); None: `play` certifies, in a worker of its own
+    certified: dict[int, Replay] | None = None
     replays: list[Replay] = field(default_factory=list)  # recorded elsewhere (admission's), re-sent in the play worker
 
 # %% ../nbs/13_rollout.ipynb #8f1c099a
@@ -75,8 +78,10 @@ class Episode:
     adapter_version: int | None = None
     digest: str = ''  # `transcript_digest` of what the environment returned (the audit compares it)
     temperature: float = 1.0  # what the agent's tokens were sampled at
-    messages: list[dict] | None = None  # per-turn mode (a template that rewrites earlier turns): the conversation so far
-    turn_samples: list[tuple[list[int], list[int], list[float]]] = field(default_factory=list)  # per-turn mode: (prompt, reply, log-probs)
+    # per-turn mode (a template that rewrites earlier turns): the conversation so far
+    messages: list[dict] | None = None
+    # per-turn mode: (prompt, reply, log-probs)
+    turn_samples: list[tuple[list[int], list[int], list[float]]] = field(default_factory=list)
 
     @property
     def episode_id(self) -> str: return f"{self.env_id}/{self.seed}/{'hint' if self.hint else 'plain'}/{self.play}"
@@ -90,33 +95,42 @@ class Episode:
     def to_sample(self, role: str = 'agent') -> Sample:
         "The training sample: the whole conversation as one sequence, only the agent's tokens unmasked."
         if self.messages is not None: raise ValueError(f'{self.episode_id} was played turn by turn: use to_samples()')
-        return Sample(self.token_ids, self.loss_mask, self.logprobs, role, self.ret, group=str(self.env_id), env_id=self.env_id,
-                      episode_id=self.episode_id, truncated=self.context_truncated, adapter_version=self.adapter_version,
+        return Sample(self.token_ids, self.loss_mask, self.logprobs, role, self.ret, group=str(self.env_id),
+                      env_id=self.env_id,
+                      episode_id=self.episode_id, truncated=self.context_truncated,
+                      adapter_version=self.adapter_version,
                       meta={'seed': self.seed, 'hint': self.hint, 'turns': self.turns, 'ended_by': self.ended_by},
                       temperature=self.temperature or 1.0)
 
     def to_samples(self, role: str = 'agent') -> list[Sample]:
-        "The whole conversation as one sample or, played turn by turn, one sample per agent turn: the prompt it was generated from and its reply, each with the episode's return."
+        """The whole conversation as one sample or, played turn by turn, one sample per agent turn: the prompt it was
+        generated from and its reply, each with the episode's return."""
         if self.messages is None: return [self.to_sample(role)]
         meta = {'seed': self.seed, 'hint': self.hint, 'turns': self.turns, 'ended_by': self.ended_by}
-        return [Sample(p + r, [0] * len(p) + [1] * len(r), [0.0] * len(p) + lps, role, self.ret, group=str(self.env_id), env_id=self.env_id,
+        return [Sample(p + r, [0] * len(p) + [1] * len(r), [0.0] * len(p) + lps, role, self.ret,
+                       group=str(self.env_id), env_id=self.env_id,
                        episode_id=self.episode_id, truncated=self.context_truncated and k == len(self.turn_samples) - 1,
-                       adapter_version=self.adapter_version, meta={**meta, 'turn': k}, temperature=self.temperature or 1.0)
+                       adapter_version=self.adapter_version, meta={**meta, 'turn': k},
+                       temperature=self.temperature or 1.0)
                 for k, (p, r, lps) in enumerate(self.turn_samples)]
 
 
 # %% ../nbs/13_rollout.ipynb #eef059e8
 @dataclass
 class RolloutResult:
-    "All episodes of a rollout, the seeds dropped by certification, environments that failed, and what their replays showed."
+    """All episodes of a rollout, the seeds dropped by certification, environments that failed, and what their replays
+    showed."""
     episodes: list[Episode]
     dropped_seeds: dict[EnvId, list[int]]
-    failures: dict[EnvId, str]  # env_id -> reason ('timeout', 'crash', 'contract', or 'replay': it behaved otherwise than recorded)
+    # env_id -> reason ('timeout', 'crash', 'contract', or 'replay': it behaved otherwise than recorded)
+    failures: dict[EnvId, str]
     stats: dict = field(default_factory=dict)
-    mismatches: dict[EnvId, str] = field(default_factory=dict)  # env_id -> which replay or audited episode differed, and how
+    # env_id -> which replay or audited episode differed, and how
+    mismatches: dict[EnvId, str] = field(default_factory=dict)
 
     def trained_episodes(self, cfg: RolloutConfig | None = None) -> list[Episode]:
-        "The episodes the agent trains on: no-hint ones (and hinted ones when `train_on_hinted`), failed environments' excluded."
+        """The episodes the agent trains on: no-hint ones (and hinted ones when `train_on_hinted`), failed environments'
+        excluded."""
         cfg = cfg or RolloutConfig()
         return [e for e in self.episodes if (not e.hint or cfg.train_on_hinted) and e.env_id not in self.failures]
 
@@ -136,14 +150,16 @@ def _run(env: SandboxedEnv, seed: int, actions: Sequence[str]) -> list:
     return rows
 
 def certify(env: SandboxedEnv, seeds: Sequence[int]) -> dict[int, Replay]:
-    "Seed -> its solution and transcript, for the seeds whose solution wins. Run it in a worker that will not play: play workers never see `solution()`."
+    """Seed -> its solution and transcript, for the seeds whose solution wins. Run it in a worker that will not play:
+    play workers never see `solution()`."""
     out = {}
     for s in seeds:
         inst = secrets.token_hex(8)  # opaque: an environment cannot tell certification from play by the name
         env.reset(seed=s, instance=inst)
         actions = env.solution(instance=inst)
         rows = _run(env, s, actions)
-        if len(rows) > 1 and (rows[-1][2] or rows[-1][3]) and is_win(rows[-1][1]): out[s] = Replay(s, actions, transcript_digest(rows))
+        if len(rows) > 1 and (rows[-1][2] or rows[-1][3]) and is_win(rows[-1][1]):
+            out[s] = Replay(s, actions, transcript_digest(rows))
     return out
 
 def certify_apart(code: str, seeds: Sequence[int], limits: SandboxLimits | None = None) -> dict[int, Replay]:
@@ -153,7 +169,8 @@ def certify_apart(code: str, seeds: Sequence[int], limits: SandboxLimits | None 
     finally: env.close()
 
 def _order(n: int, seed: int | None, salt: str) -> list[int]:
-    "A permutation of range(n) derived from `seed` and `salt`: the order in which one worker's instances are reset or stepped."
+    """A permutation of range(n) derived from `seed` and `salt`: the order in which one worker's instances are reset or
+    stepped."""
     return [int(i) for i in np.random.default_rng([seed or 0, zlib.crc32(salt.encode())]).permutation(n)]
 
 # %% ../nbs/13_rollout.ipynb #0593061e
@@ -171,7 +188,8 @@ class _Ghost:
         return n >= len(self.replay.actions) or (n > 0 and bool(self.rows[-1][2] or self.rows[-1][3]))
 
 def _ghosts(job: EnvJob, certified: dict[int, Replay], n: int) -> list[_Ghost]:
-    "What `job`'s play worker re-sends: `n` copies of every played seed's certified solution, so that every seed is reset as often as every other."
+    """What `job`'s play worker re-sends: `n` copies of every played seed's certified solution, so that every seed is
+    reset as often as every other."""
     return [_Ghost(job.env_id, certified[s]) for s in job.seeds if s in certified for _ in range(n)]
 
 def _step_ghost(g: _Ghost, env: SandboxedEnv, failures: dict, mismatches: dict):
@@ -181,12 +199,15 @@ def _step_ghost(g: _Ghost, env: SandboxedEnv, failures: dict, mismatches: dict):
     g.rows.append([o, r, term, trunc])
     if g.done and transcript_digest(g.rows) != g.replay.digest:
         failures[g.env_id] = 'replay'
-        mismatches.setdefault(g.env_id, f'the recorded {g.replay.role} of seed {g.replay.seed} ({len(g.replay.actions)} actions) '
-                                        f'gave a different transcript among the agent\'s episodes (return {g.rows[-1][1] if len(g.rows) > 1 else None})')
+        mismatches.setdefault(g.env_id,
+                              f'the recorded {g.replay.role} of seed {g.replay.seed} ({len(g.replay.actions)} actions) '
+                                        'gave a different transcript among the agent\'s episodes (return '
+                                        f'{g.rows[-1][1] if len(g.rows) > 1 else None})')
 
 # %% ../nbs/13_rollout.ipynb #f3d754ef
 def audit_sample(episodes: Sequence[Episode], n: int, seed: int | None = None) -> list[Episode]:
-    "`n` of `episodes`: half (rounded up) a uniform sample of the wins, the rest of the losses, either filled from the other when short."
+    """`n` of `episodes`: half (rounded up) a uniform sample of the wins, the rest of the losses, either filled from the
+    other when short."""
     order = [episodes[i] for i in _order(len(episodes), seed, 'audit')]
     wins, losses = [e for e in order if e.win], [e for e in order if not e.win]
     k = min(len(wins), max((n + 1) // 2, n - len(losses)))
@@ -194,9 +215,11 @@ def audit_sample(episodes: Sequence[Episode], n: int, seed: int | None = None) -
 
 
 # %% ../nbs/13_rollout.ipynb #096fb888
-def audit(code: str, episodes: Sequence[Episode], n: int = 4, *, limits: SandboxLimits | None = None, seed: int | None = None,
+def audit(code: str, episodes: Sequence[Episode], n: int = 4, *, limits: SandboxLimits | None = None,
+          seed: int | None = None,
           replays: Sequence[Replay] = ()) -> str | None:
-    "Re-play `n` of `episodes` (`audit_sample`: wins and losses alike), and `replays`, in a fresh worker of `code`, in play's call shape: which one gave a different transcript than where it was recorded, or None."
+    """Re-play `n` of `episodes` (`audit_sample`: wins and losses alike), and `replays`, in a fresh worker of `code`, in
+    play's call shape: which one gave a different transcript than where it was recorded, or None."""
     picks = audit_sample(episodes, n, seed)
     todo = [(e.seed, e.actions, e.digest, f'episode {e.episode_id}', e.ret) for e in picks]
     todo += [(r.seed, r.actions, r.digest, f'the recorded {r.role} of seed {r.seed}', None) for r in replays]
@@ -208,14 +231,16 @@ def audit(code: str, episodes: Sequence[Episode], n: int = 4, *, limits: Sandbox
         except SandboxError as err: return f'the audit worker failed ({err.reason}) where play did not'
         for r, (s, acts, digest, what, ret) in zip(runs, todo):
             if transcript_digest(r.rows) != digest:
-                return f'{what} re-played: a different transcript than where it was recorded (return {r.ret}' + ('' if ret is None else f' vs {ret}') + ')'
+                return f'{what} re-played: a different transcript than where it was recorded (return {r.ret}' + (''
+                        if ret is None else f' vs {ret}') + ')'
         return None
     finally: env.close()
 
 
 # %% ../nbs/13_rollout.ipynb #743a6abe
 def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, seed: int | None, failures: dict):
-    "(play worker, episodes, ghosts, instance names, seeds dropped); the worker is None when the job failed (its reason in `failures`)."
+    """(play worker, episodes, ghosts, instance names, seeds dropped); the worker is None when the job failed (its
+    reason in `failures`)."""
     from spade_nb.llm import per_turn
     try:
         certified = job.certified if job.certified is not None else certify_apart(job.code, job.seeds, limits)
@@ -223,22 +248,26 @@ def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, se
     except SandboxError as e:
         failures[job.env_id] = e.reason; return None, [], [], {}, []
     good = [s for s in job.seeds if s in certified]
-    plan = [(s, hinted, k) for s in good for hinted in ([False, True] if job.hint else [False]) for k in range(job.plays)]
+    plan = [(s, hinted, k) for s in good for hinted in ([False, True] if job.hint else [False])
+            for k in range(job.plays)]
     plan += _ghosts(job, certified, cfg.replays)
     made, names = {}, {}
     for j in _order(len(plan), seed, str(job.env_id)):
         item, iid = plan[j], secrets.token_hex(8)  # opaque: no seed, arm, play or role for the environment to read
         try:
-            if isinstance(item, _Ghost): item.rows = [env.reset(seed=item.replay.seed, instance=item.iid)[0]]; made[j] = item; continue
+            if isinstance(item, _Ghost):
+                item.rows = [env.reset(seed=item.replay.seed, instance=item.iid)[0]]; made[j] = item; continue
             s, hinted, k = item
             obs, _ = env.reset(seed=s, instance=iid)
         except SandboxError as e: failures[job.env_id] = e.reason; break
         try:
-            msgs = first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None, demonstrations=cfg.demonstrations)
+            msgs = first_messages(env.kind, obs, tools=env.tools, hint=job.hint if hinted else None,
+                                  demonstrations=cfg.demonstrations)
             ids = policy.chat_ids(msgs)
         except Exception:  # an environment whose prompt cannot be rendered fails, not the run
             failures[job.env_id] = 'contract'; break
-        made[j] = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids), temperature=cfg.temperature,
+        made[j] = Episode(job.env_id, s, hinted, k, ids, [0] * len(ids), [0.0] * len(ids), len(ids),
+                          temperature=cfg.temperature,
                           messages=[dict(m) for m in msgs] if per_turn(policy) else None)
         names[id(made[j])] = (iid, [obs])
     items = [made[j] for j in sorted(made)]  # the episodes themselves stay in seed, arm, play order
@@ -246,7 +275,8 @@ def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, se
             [s for s in job.seeds if s not in certified])
 
 # %% ../nbs/13_rollout.ipynb #fb7f59c4
-def _agent_turn(policy, e: Episode, c, env: SandboxedEnv, iid: str, rows: list, cfg: RolloutConfig, failures: dict) -> bool:
+def _agent_turn(policy, e: Episode, c, env: SandboxedEnv, iid: str, rows: list, cfg: RolloutConfig,
+                failures: dict) -> bool:
     e.adapter_version = c.adapter_version
     if e.messages is not None: e.turn_samples.append((list(e.token_ids), list(c.token_ids), list(c.logprobs)))
     e.token_ids += c.token_ids; e.loss_mask += [1] * len(c.token_ids); e.logprobs += c.logprobs
@@ -282,7 +312,8 @@ def _agent_turn(policy, e: Episode, c, env: SandboxedEnv, iid: str, rows: list, 
     return True
 
 def _dead(failures: dict, env_id: EnvId) -> bool:
-    "Has this environment's worker failed? (One caught by a replay still runs: its episodes finish, then it is dropped.)"
+    """Has this environment's worker failed? (One caught by a replay still runs: its episodes finish, then it is
+    dropped.)"""
     return failures.get(env_id) not in (None, 'replay')
 
 # %% ../nbs/13_rollout.ipynb #da0954e2
@@ -293,7 +324,8 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
     cfg = cfg or RolloutConfig()
     limits = (limits or SandboxLimits()).replace(call_timeout=cfg.step_timeout)
     envs, eps, ghosts, names, dropped, failures, mismatches = {}, [], [], {}, {}, {}, {}
-    stats = {'generate_seconds': 0.0, 'env_seconds': 0.0, 'generate_calls': 0, 'batches': [], 'replays': 0, 'audited': 0, 'audit_replays': 0}
+    stats = {'generate_seconds': 0.0, 'env_seconds': 0.0, 'generate_calls': 0, 'batches': [], 'replays': 0,
+             'audited': 0, 'audit_replays': 0}
     try:
         for job in jobs:
             env, mine, spooks, inst, dropped[job.env_id] = _open_job(policy, job, cfg, limits, seed, failures)
@@ -302,20 +334,25 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
         stats['replays'] = len(ghosts)
         for e in eps:
             if _dead(failures, e.env_id): e.ended_by = failures[e.env_id]
-        active, live, turn = [e for e in eps if not _dead(failures, e.env_id)], [g for g in ghosts if not _dead(failures, g.env_id)], 0
+        active, live, turn = [e for e in eps if not _dead(failures, e.env_id)], [g
+                for g in ghosts if not _dead(failures, g.env_id)], 0
         while active or live:
             turn += 1
             t = time.perf_counter()
-            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=None if seed is None else seed + turn,
+            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
+                                    seed=None if seed is None else seed + turn,
                                     adapter='agent')
             outs = policy.generate([e.token_ids for e in active], params) if active else []
             stats['generate_seconds'] += time.perf_counter() - t
             stats['generate_calls'] += bool(active)
-            if active: stats['batches'].append({'prompts': [list(e.token_ids) for e in active], 'max_new_tokens': cfg.max_new_tokens,
+            if active:
+                stats['batches'].append({'prompts': [list(e.token_ids) for e in active],
+                                         'max_new_tokens': cfg.max_new_tokens,
                                                 'temperature': cfg.temperature, 'seed': params.seed})
             t = time.perf_counter()
             still = set()
-            for j in _order(len(active) + len(live), seed, f'turn-{turn}'):  # a random order: agent and ghost steps interleave
+            # a random order: agent and ghost steps interleave
+            for j in _order(len(active) + len(live), seed, f'turn-{turn}'):
                 if j >= len(active):
                     g = live[j - len(active)]
                     if not _dead(failures, g.env_id): _step_ghost(g, envs[g.env_id], failures, mismatches)
@@ -323,7 +360,8 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
                 e = active[j]
                 if _agent_turn(policy, e, outs[j][0], envs[e.env_id], *names[id(e)], cfg, failures): still.add(id(e))
             for e in active:  # a worker that died this turn ends its other episodes too
-                if id(e) in still and _dead(failures, e.env_id): e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
+                if id(e) in still and _dead(failures, e.env_id):
+                    e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
             active = [e for e in active if id(e) in still and not _dead(failures, e.env_id)]
             live = [g for g in live if not g.done and not _dead(failures, g.env_id)]
             stats['env_seconds'] += time.perf_counter() - t
@@ -331,7 +369,8 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
         for env in envs.values(): env.close()
     for e in eps:
         e.digest = transcript_digest(names[id(e)][1]) if id(e) in names else ''
-        if _dead(failures, e.env_id) and e.ended_by not in ('timeout', 'crash'): e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
+        if _dead(failures, e.env_id) and e.ended_by not in ('timeout', 'crash'):
+            e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
     _audit_jobs(jobs, eps, cfg, limits, seed, failures, mismatches, stats)
     return RolloutResult(eps, dropped, failures, stats, mismatches)
 

@@ -49,7 +49,8 @@ class SandboxLimits(Config):
     start_timeout: float = 20.0  # deadline for a fresh worker to become ready
     max_frame_bytes: int = 1 << 20  # largest reply the parent reads; a larger one kills the worker (output_too_large)
     max_action_chars: int = 4096  # the contract's cap on an action: longer actions are cut to it before they are sent
-    max_observation_chars: int = 8192  # the contract's cap on an observation or hint, checked here whatever the environment declares
+    # the contract's cap on an observation or hint, checked here whatever the environment declares
+    max_observation_chars: int = 8192
     cpu_share: float = 1.0  # cores the worker may use at once, threads included (cgroup CPU quota, where there is one)
     max_tool_chars: int = 8192  # a ToolEnv's tool descriptions, as JSON, in all
     allow_weak: bool = False  # allow the rlimits-only tier (no seccomp, no namespaces)
@@ -57,9 +58,11 @@ class SandboxLimits(Config):
     def validate(self):
         for k in ('memory_mb', 'cpu_seconds', 'file_mb', 'scratch_mb', 'open_files', 'threads', 'max_frame_bytes'):
             self.check(k, getattr(self, k) > 0, 'must be positive')
-        for k in ('call_timeout', 'load_timeout', 'start_timeout', 'cpu_share', 'max_action_chars', 'max_observation_chars', 'max_tool_chars'):
+        for k in ('call_timeout', 'load_timeout', 'start_timeout', 'cpu_share', 'max_action_chars',
+                  'max_observation_chars', 'max_tool_chars'):
             self.check(k, getattr(self, k) > 0, 'must be positive')
-        self.check('memory_mb', self.memory_mb >= 256, 'must be at least 256 (numpy alone needs about 200 MB of address space)')
+        self.check('memory_mb', self.memory_mb >= 256,
+                   'must be at least 256 (numpy alone needs about 200 MB of address space)')
 
 # %% ../nbs/06_sandbox.ipynb #b4bbb2f9
 _STAGE_FORMAT = 2  # bump when the staged layout changes
@@ -80,7 +83,9 @@ def _world_reachable(path: Path) -> bool:
 
 def _stage_root() -> Path:
     if os.environ.get('SPADE_NB_SANDBOX_STAGE'): root = Path(os.environ['SPADE_NB_SANDBOX_STAGE'])
-    else: root = Path('/var/tmp' if Path('/var/tmp').is_dir() else tempfile.gettempdir())/f'spade_nb-sandbox-{os.geteuid()}'
+    else:
+        root = Path('/var/tmp' if Path('/var/tmp').is_dir()
+                    else tempfile.gettempdir())/f'spade_nb-sandbox-{os.geteuid()}'
     root.mkdir(mode=0o755, exist_ok=True)
     st = os.stat(root)
     if st.st_uid != os.geteuid() or st.st_mode & 0o022:
@@ -210,14 +215,17 @@ def _enable_v2(folder: Path):
     except OSError: pass
 
 def _cgroup_bases() -> tuple[str, list[Path]] | None:
-    "('v1', [pids, memory, cpu folders]) or ('v2', [folder]) under which this process may make worker cgroups; None if nowhere."
+    """('v1', [pids, memory, cpu folders]) or ('v2', [folder]) under which this process may make worker cgroups; None if
+    nowhere."""
     if os.environ.get('SPADE_NB_CGROUP'):  # a delegated v2 folder (an ordinary user under systemd: Delegate=yes)
         base = Path(os.environ['SPADE_NB_CGROUP'])
-        if not os.access(base, os.W_OK): _cgroup_note[0] = f'SPADE_NB_CGROUP={base} is not a folder this user may write'; return None
+        if not os.access(base, os.W_OK):
+            _cgroup_note[0] = f'SPADE_NB_CGROUP={base} is not a folder this user may write'; return None
         _enable_v2(base)
         return 'v2', [base]
     v1 = [_CG/c for c in _CG_CONTROLLERS]
-    if all((p/'cgroup.procs').exists() for p in v1):  # v1, or a hybrid with the controllers on v1: below our own cgroups
+    # v1, or a hybrid with the controllers on v1: below our own cgroups
+    if all((p/'cgroup.procs').exists() for p in v1):
         bases = [p/(_own_cgroup(p.name) or '/').lstrip('/') for p in v1]
         if all(os.access(b, os.W_OK) for b in bases): return 'v1', bases
         _cgroup_note[0] = 'the cgroup v1 folders are not writable (needs root)'; return None
@@ -232,7 +240,8 @@ def _cgroup_bases() -> tuple[str, list[Path]] | None:
 
 # %% ../nbs/06_sandbox.ipynb #aeabe3b9
 class _Cgroup:
-    "One worker's cgroup(s): pids, memory and cpu limits where the controllers exist, and a kill that reaches every process inside."
+    """One worker's cgroup(s): pids, memory and cpu limits where the controllers exist, and a kill that reaches every
+    process inside."""
     def __init__(self, layout: str, bases: list[Path], limits: SandboxLimits, pids: int):
         name = f'spade-{os.getpid()}-{secrets.token_hex(4)}'
         self.layout, self.dirs, self.held = layout, [b/name for b in bases], []
@@ -240,10 +249,12 @@ class _Cgroup:
         quota = int(limits.cpu_share * 100_000)
         v1 = layout == 'v1'
         for ctrl, name, value in (('pids', 'pids.max', str(pids)),
-                                  ('memory', 'memory.limit_in_bytes' if v1 else 'memory.max', str(limits.memory_mb << 20)),
+                                  ('memory', 'memory.limit_in_bytes' if v1 else 'memory.max',
+                                   str(limits.memory_mb << 20)),
                                   ('memory', None if v1 else 'memory.swap.max', '0'),
                                   ('cpu', 'cpu.cfs_period_us' if v1 else None, '100000'),
-                                  ('cpu', 'cpu.cfs_quota_us' if v1 else 'cpu.max', str(quota) if v1 else f'{quota} 100000')):
+                                  ('cpu', 'cpu.cfs_quota_us' if v1 else 'cpu.max',
+                                   str(quota) if v1 else f'{quota} 100000')):
             d = next((d for d in self.dirs if name and (d/name).exists()), None)
             if d is None: continue
             (d/name).write_text(value)
@@ -258,7 +269,9 @@ class _Cgroup:
 
     def oom_killed(self) -> bool:
         f = next((d/n for d in self.dirs for n in ('memory.events', 'memory.oom_control') if (d/n).exists()), None)
-        try: return f is not None and any(l.split()[0] == 'oom_kill' and int(l.split()[1]) > 0 for l in f.read_text().splitlines())
+        try:
+            return f is not None and any(l.split()[0] == 'oom_kill'
+                                         and int(l.split()[1]) > 0 for l in f.read_text().splitlines())
         except (OSError, ValueError, IndexError): return False
 
     def kill(self):
@@ -281,7 +294,8 @@ class _Cgroup:
 def _make_cgroup(limits: SandboxLimits) -> _Cgroup | None:
     "A cgroup for one worker where this process may make one; None (with the reason kept for the doctor) where not."
     if os.geteuid() != 0 and not os.environ.get('SPADE_NB_CGROUP'):
-        _cgroup_note[0] = 'not root (an ordinary user may name a delegated cgroup v2 folder in SPADE_NB_CGROUP)'; return None
+        _cgroup_note[0] = 'not root (an ordinary user may name a delegated cgroup v2 folder in SPADE_NB_CGROUP)'
+        return None
     bases = _cgroup_bases()
     if bases is None: return None
     try: return _Cgroup(*bases, limits, pids=limits.threads + 2)
@@ -337,13 +351,16 @@ atexit.register(_kill_all)
 _UNSHARE: list = []  # util-linux's unshare where it can make a time namespace as an unprivileged user, else ''
 
 def _time_namespace() -> list[str]:
-    "A command prefix that starts a worker in a time namespace whose monotonic and boot clocks read 0 now; [] where none can be made."
+    """A command prefix that starts a worker in a time namespace whose monotonic and boot clocks read 0 now; [] where
+    none can be made."""
     if not _UNSHARE:
         exe, ok = shutil.which('unshare'), False
         if exe:
             try:
-                ok = subprocess.run([exe, '-U', '-c', '--time', '--monotonic=0', '--boottime=0', 'true'], capture_output=True, timeout=10,
-                                    user=65534 if os.geteuid() == 0 else None, group=65534 if os.geteuid() == 0 else None).returncode == 0
+                ok = subprocess.run([exe, '-U', '-c', '--time', '--monotonic=0', '--boottime=0', 'true'],
+                                    capture_output=True, timeout=10,
+                                    user=65534 if os.geteuid() == 0 else None,
+                                    group=65534 if os.geteuid() == 0 else None).returncode == 0
             except (OSError, subprocess.SubprocessError): ok = False
         _UNSHARE.append(exe if ok else '')
     if not _UNSHARE[0]: return []
@@ -352,7 +369,8 @@ def _time_namespace() -> list[str]:
 
 # %% ../nbs/06_sandbox.ipynb #5426dd3c
 def _scratch_bytes(path: str, cap: int, max_entries: int = 10_000) -> int:
-    "Disk the files under a host scratch folder take (tiers without bubblewrap's tmpfs), counted until past `cap`; more than `max_entries` entries count as past it."
+    """Disk the files under a host scratch folder take (tiers without bubblewrap's tmpfs), counted until past `cap`;
+    more than `max_entries` entries count as past it."""
     total, seen, todo = 0, 0, [path]
     while todo and total <= cap:
         try: entries = list(os.scandir(todo.pop()))
@@ -401,7 +419,8 @@ def _stop(self: _Worker):
 class _Worker:
     "One worker process and its two protocol pipes (parent side)."
     def __init__(self, tier: str, limits: SandboxLimits):
-        self.limits, self.tier, self.dead, self.cgroup, self._uid_fd, self._info_r = limits, tier, None, None, None, None
+        self.limits, self.tier, self.dead, self.cgroup, self._uid_fd, self._info_r = (limits, tier, None, None, None,
+                None)
         self.child_pid = None  # the sandboxed process's host pid, under bubblewrap (bubblewrap itself is self.proc)
         self.overfull = None  # why the scratch watcher killed this worker between calls, or None
         stage, exe = stage_dir(), _interpreter()
@@ -421,7 +440,8 @@ class _Worker:
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
         fds = [req_r, rep_w]
-        boot = f"import sys; sys.path[:0] = [{'/opt/spade' if bwrap else str(stage)!r}]; from spade_nb.worker import main; sys.exit(main())"
+        boot = (f"import sys; sys.path[:0] = [{'/opt/spade' if bwrap else str(stage)!r}]; from spade_nb.worker import "
+                "main; sys.exit(main())")
         cmd = [exe, '-S', '-s', '-B', '-c', boot, str(req_r), str(rep_w), json.dumps(lim)]
         env = {'PYTHONHASHSEED': '0', 'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1',
                'NUMEXPR_NUM_THREADS': '1', 'PYTHONDONTWRITEBYTECODE': '1', 'LANG': 'C.UTF-8',
@@ -429,11 +449,13 @@ class _Worker:
         if bwrap:
             self._info_r, info_w = os.pipe()
             fds.append(info_w)
-            cmd = _bwrap_args(stage, exe, limits, info_w) + ['--clearenv'] + sum((['--setenv', k, v] for k, v in env.items()), []) + cmd
+            cmd = _bwrap_args(stage, exe, limits, info_w) + ['--clearenv'] + sum((['--setenv', k, v] for k,
+                    v in env.items()), []) + cmd
         if 'seccomp' in tier: cmd = _time_namespace() + cmd
         try:
             self.cgroup = _make_cgroup(limits)
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL,
                                          pass_fds=fds, env=env, cwd=scratch or '/', process_group=0,
                                          user=uid, group=uid, extra_groups=[] if uid is not None else None)
             self._join(self.proc.pid)
@@ -507,22 +529,28 @@ def _death(self: _Worker) -> tuple[str, str]:
         if sig == signal.SIGSYS: return 'forbidden_syscall', 'killed by the system-call filter'
         return 'crash', f'worker killed by signal {signal.Signals(sig).name}'
     if code not in (None, 0) and 'bwrap' in self.tier and code > 128:
-        return 'crash', f'worker killed by signal {signal.Signals(code - 128).name}' if code - 128 in signal.Signals._value2member_map_ else f'worker exited with status {code}'
+        return ('crash', f'worker killed by signal {signal.Signals(code - 128).name}' if code
+                - 128 in signal.Signals._value2member_map_ else f'worker exited with status {code}')
     return 'crash', f'worker exited (status {code})'
 
 @patch
 def _read(self: _Worker, timeout: float, expect_id) -> dict:
-    "The one frame that answers the call: the parent reads and parses at most `max_frame_bytes` per call, whatever the worker writes."
+    """The one frame that answers the call: the parent reads and parses at most `max_frame_bytes` per call, whatever the
+    worker writes."""
     deadline = time.monotonic() + timeout
     (n,) = struct.unpack('>I', self._read_n(4, deadline))
     if n > self.limits.max_frame_bytes:
-        raise SandboxError('output_too_large', f'a reply of {n} bytes exceeds the {self.limits.max_frame_bytes}-byte cap')
+        raise SandboxError('output_too_large',
+                           f'a reply of {n} bytes exceeds the {self.limits.max_frame_bytes}-byte cap')
     try: msg = json.loads(self._read_n(n, deadline).decode('utf-8'), parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise SandboxError('protocol', f'malformed reply: {str(e)[:200]}') from None
-    if not isinstance(msg, dict) or _depth(msg) > 32: raise SandboxError('protocol', 'reply is not a JSON object of bounded depth')
-    if expect_id is not None and msg.get('id') != expect_id:  # the worker answers in order, and a call that fails ends it:
-        raise SandboxError('protocol', 'a frame with a wrong request id (written by the environment, not the worker)')  # no frame is stale
+    if not isinstance(msg, dict) or _depth(msg) > 32:
+        raise SandboxError('protocol', 'reply is not a JSON object of bounded depth')
+    # the worker answers in order, and a call that fails ends it:
+    if expect_id is not None and msg.get('id') != expect_id:
+        # no frame is stale
+        raise SandboxError('protocol', 'a frame with a wrong request id (written by the environment, not the worker)')
     return valid_text(msg)  # a lone surrogate would raise wherever its text goes next
 
 # %% ../nbs/06_sandbox.ipynb #6cf50a5e
@@ -536,8 +564,10 @@ def call(self: _Worker, op: str, timeout: float | None = None, **payload) -> dic
     try:
         _write_all(self.req_w, struct.pack('>I', len(data)) + data, deadline)
         reply = self._read(max(0.01, deadline - time.monotonic()), rid)
-        if self.scratch and (held := _scratch_bytes(self.scratch, self.limits.scratch_mb << 20)) > self.limits.scratch_mb << 20:
-            raise SandboxError('output_too_large', f'the scratch folder holds {held >> 20} MB or more, or too many files; '
+        if self.scratch and (held := _scratch_bytes(self.scratch,
+                                                    self.limits.scratch_mb << 20)) > self.limits.scratch_mb << 20:
+            raise SandboxError('output_too_large',
+                               f'the scratch folder holds {held >> 20} MB or more, or too many files; '
                                                    f'at most {self.limits.scratch_mb} MB (SandboxLimits.scratch_mb)')
         return reply
     except BrokenPipeError:
@@ -584,7 +614,8 @@ def kill(self: _Worker):
 
 # %% ../nbs/06_sandbox.ipynb #21f2a33b
 def _bwrap_args(stage: Path, exe: str, limits: SandboxLimits, info_fd: int) -> list[str]:
-    args = [_bwrap_binary(), '--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session',
+    args = [_bwrap_binary(), '--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent',
+            '--new-session',
             '--as-pid-1', '--info-fd', str(info_fd), '--ro-bind', '/usr', '/usr']
     for d in ('/lib', '/lib64', '/bin', '/sbin'):
         p = Path(d)
@@ -608,10 +639,12 @@ def _probe(tier: str) -> bool:
     except (SandboxError, OSError):
         return False
     w.kill()
-    return tier != 'seccomp' or bool(w.hello.get('landlock'))  # same uid as the trainer: only with Landlock's ptrace scope
+    # same uid as the trainer: only with Landlock's ptrace scope
+    return tier != 'seccomp' or bool(w.hello.get('landlock'))
 
 def sandbox_tier(refresh: bool = False) -> str:
-    "The strongest isolation tier that works here: 'bwrap+uid+seccomp', 'bwrap+seccomp', 'uid+seccomp', 'seccomp' or 'rlimits'."
+    """The strongest isolation tier that works here: 'bwrap+uid+seccomp', 'bwrap+seccomp', 'uid+seccomp', 'seccomp' or
+    'rlimits'."""
     global _TIER
     if _TIER is None or refresh:
         root, sec, bw = os.geteuid() == 0, _libseccomp() is not None, _bwrap_binary() is not None
@@ -623,10 +656,17 @@ def sandbox_tier(refresh: bool = False) -> str:
     return _TIER
 
 TIER_GUARANTEES = {
-    'bwrap+uid+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), own uid, seccomp allow-list, Landlock where the kernel has it, cgroup (pids, memory incl. tmpfs, cpu), rlimits',
-    'bwrap+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), seccomp allow-list, Landlock where the kernel has it, rlimits; no cgroup (CPU bounded by RLIMIT_CPU only)',
-    'uid+seccomp': 'own uid, seccomp allow-list (no network, exec or fork), Landlock where the kernel has it (else the filesystem is protected only by permissions), cgroup, rlimits; scratch a host folder, measured',
-    'seccomp': 'seccomp allow-list (no network, exec or fork), Landlock (reads: interpreter, packages, system libraries; writes: scratch; ptrace scoped), rlimits; no cgroup; scratch a host folder, measured',
+    'bwrap+uid+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), own '
+                         'uid, seccomp allow-list, Landlock where the kernel has it, cgroup (pids, memory incl. tmpfs, '
+                         'cpu), rlimits',
+    'bwrap+seccomp': 'namespaces (worker alone as pid 1, no network, read-only system, size-capped scratch), seccomp '
+                     'allow-list, Landlock where the kernel has it, rlimits; no cgroup (CPU bounded by RLIMIT_CPU '
+                     'only)',
+    'uid+seccomp': 'own uid, seccomp allow-list (no network, exec or fork), Landlock where the kernel has it (else the '
+                   'filesystem is protected only by permissions), cgroup, rlimits; scratch a host folder, measured',
+    'seccomp': 'seccomp allow-list (no network, exec or fork), Landlock (reads: interpreter, packages, system '
+               'libraries; '
+               'writes: scratch; ptrace scoped), rlimits; no cgroup; scratch a host folder, measured',
     'rlimits': 'resource limits only: NOT a security boundary',
 }
 
@@ -639,22 +679,32 @@ def sandbox_defences(limits: SandboxLimits | None = None) -> dict[str, str]:
     except (SandboxError, OSError) as e: return {**out, 'worker': f'no: does not start ({e})'}
     try:
         h, bwrap = w.hello, 'bwrap' in tier
-        out['namespaces'] = 'yes: own pid, network, mount and user namespaces; the worker is pid 1, alone' if bwrap and h.get('pid') == 1 else 'no'
-        out['read-only system'] = f'yes: / and /dev read-only; scratch a {limits.scratch_mb} MB tmpfs' if bwrap else 'no (see Landlock)'
-        out['own uid'] = f'yes: uid {h.get("uid")}, claimed with a lock file' if 'uid' in tier else 'no: the worker runs as this user'
+        out['namespaces'] = ('yes: own pid, network, mount and user namespaces; the worker is pid 1, alone'
+                             if bwrap and h.get('pid') == 1 else 'no')
+        out['read-only system'] = (f'yes: / and /dev read-only; scratch a {limits.scratch_mb} MB tmpfs' if bwrap
+                                   else 'no (see Landlock)')
+        out['own uid'] = (f'yes: uid {h.get("uid")}, claimed with a lock file' if 'uid' in tier
+                          else 'no: the worker runs as this user')
         out['seccomp'] = 'yes: allow-list, ENOSYS for the rest' if 'seccomp' in tier else 'no'
-        out['landlock'] = (f'yes: ABI {h["landlock"]}: ptrace scoped to the worker; reads only its interpreter, packages and system libraries, writes only scratch' if h.get('landlock')
+        out['landlock'] = (f'yes: ABI {h["landlock"]}: ptrace scoped to the worker; reads only its interpreter, '
+                           'packages and system libraries, writes only scratch' if h.get('landlock')
                            else 'no: the kernel has no Landlock')
         out['non-dumpable'] = 'yes' if h.get('dumpable') == 0 else 'no'
-        out['host & clocks'] = (('yes: ' if h.get('vdso') else 'partly: ') + 'sysinfo, uname, statfs, the date and boot clocks refused; '
-                               + (f"the vDSO's {h['vdso']} clock functions make their system call" if h.get('vdso') else 'the vDSO still reads the date (no known layout)')
-                               + ('; monotonic from the worker\'s start' if h.get('monotonic', 1e9) < 60 else "; monotonic from the host's boot: its uptime (no time namespace)")
-                               if 'seccomp' in tier else 'no')
+        vdso = (f"the vDSO's {h['vdso']} clock functions make their system call" if h.get('vdso')
+                else 'the vDSO still reads the date (no known layout)')
+        monotonic = ("; monotonic from the worker's start" if h.get('monotonic', 1e9) < 60
+                     else "; monotonic from the host's boot: its uptime (no time namespace)")
+        out['host & clocks'] = (('yes: ' if h.get('vdso') else 'partly: ')
+                                + 'sysinfo, uname, statfs, the date and boot clocks refused; ' + vdso + monotonic
+                                if 'seccomp' in tier else 'no')
         out['idle scratch'] = (f'yes: the {limits.scratch_mb} MB tmpfs' if bwrap else
-                                        f'measured every {SCRATCH_POLL} s, idle or not: up to {SCRATCH_POLL} s of writes past the cap before the kill')
-        held = {'pids': f'pids {limits.threads + 2}', 'memory': f'memory {limits.memory_mb} MB (tmpfs included)', 'cpu': f'cpu {limits.cpu_share} cores'}
+                               f'measured every {SCRATCH_POLL} s, idle or not: up to {SCRATCH_POLL} s of writes past '
+                               'the cap before the kill')
+        held = {'pids': f'pids {limits.threads + 2}', 'memory': f'memory {limits.memory_mb} MB (tmpfs included)',
+                'cpu': f'cpu {limits.cpu_share} cores'}
         parts = [held[c] if w.cgroup and c in w.cgroup.held else f'no {c} controller' for c in held]
-        out['cgroup'] = f'yes: {w.cgroup.layout}, killed whole on close; ' + ', '.join(parts) if w.cgroup else f'no: {_cgroup_note[0]}'
+        out['cgroup'] = (f'yes: {w.cgroup.layout}, killed whole on close; ' + ', '.join(parts) if w.cgroup
+                         else f'no: {_cgroup_note[0]}')
     finally:
         w.kill()
     return out
@@ -674,14 +724,17 @@ def check_tools(tools, max_chars: int = 8192) -> str | None:
         if not isinstance(t, dict) or set(t) != {'name', 'description', 'parameters'}:
             return 'each tool must be {"name", "description", "parameters"}'
         name, desc, params = t['name'], t['description'], t['parameters']
-        if not isinstance(name, str) or not _IDENT.fullmatch(name) or name in names: return f'bad or repeated tool name {name!r}'
+        if not isinstance(name, str) or not _IDENT.fullmatch(name) or name in names:
+            return f'bad or repeated tool name {name!r}'
         names.add(name)
         if not isinstance(desc, str): return f'the description of {name} is not a str'
-        if not isinstance(params, dict) or params.get('type') != 'object' or set(params) - {'type', 'properties', 'required'}:
+        if not isinstance(params, dict) or params.get('type') != 'object' or set(params) - {'type', 'properties',
+                'required'}:
             return f'the parameters of {name} must be an object schema'
         props, req = params.get('properties', {}), params.get('required', [])
         if not isinstance(props, dict) or not all(isinstance(k, str) and _IDENT.fullmatch(k) and isinstance(v, dict)
-                                                  and set(v) <= {'type', 'description'} and v.get('type') in _JSON_TYPE_NAMES
+                                                  and set(v) <= {'type', 'description'}
+                                                  and v.get('type') in _JSON_TYPE_NAMES
                                                   for k, v in props.items()):
             return f'the properties of {name} must map identifiers to {{"type": <JSON type>}}'
         if not isinstance(req, list) or not all(isinstance(r, str) and r in props for r in req):
@@ -690,7 +743,8 @@ def check_tools(tools, max_chars: int = 8192) -> str | None:
 
 # %% ../nbs/06_sandbox.ipynb #7263ebc4
 class SandboxedEnv(gym.Env):
-    "Environment `code` loaded in a sandbox worker; proxies reset/step/solution/hint for many instances; a `gymnasium.Env` (instance '0')."
+    """Environment `code` loaded in a sandbox worker; proxies reset/step/solution/hint for many instances; a
+    `gymnasium.Env` (instance '0')."""
     metadata = {'render_modes': []}
 
     def __init__(self, code: str, limits: SandboxLimits | None = None, *, pool: WorkerPool | None = None,
@@ -698,22 +752,32 @@ class SandboxedEnv(gym.Env):
         from spade_nb.envs import TextSpace
         self.limits = limits or (pool.limits if pool else SandboxLimits())
         if limit_changes: self.limits = self.limits.replace(**limit_changes)
-        self.observation_space, self.action_space = TextSpace(self.limits.max_observation_chars), TextSpace(self.limits.max_action_chars)
+        self.observation_space, self.action_space = (TextSpace(self.limits.max_observation_chars),
+                                                     TextSpace(self.limits.max_action_chars))
         self.tier = sandbox_tier()
-        if self.tier == 'rlimits' and not (self.limits.allow_weak or os.environ.get('SPADE_NB_ALLOW_WEAK_SANDBOX') == '1'):
-            raise SandboxError('setup', 'no seccomp or namespaces here: refusing to run generated code with rlimits alone; '
-                                        'set SandboxLimits(allow_weak=True) or SPADE_NB_ALLOW_WEAK_SANDBOX=1 to accept that')
-        self.deadline = deadline  # time.monotonic() by which every call has answered (admission's whole budget), or None
+        if self.tier == 'rlimits' and not (self.limits.allow_weak
+                                           or os.environ.get('SPADE_NB_ALLOW_WEAK_SANDBOX') == '1'):
+            raise SandboxError('setup',
+                               'no seccomp or namespaces here: refusing to run generated code with rlimits alone; '
+                                        'set SandboxLimits(allow_weak=True) or SPADE_NB_ALLOW_WEAK_SANDBOX=1 to accept '
+                                        'that')
+        # time.monotonic() by which every call has answered (admission's whole budget), or None
+        self.deadline = deadline
         self.worker = worker or (pool.acquire() if pool else _Worker(self.tier, self.limits))
         self.worker.wait_ready()
         info = self._call('load', timeout=self.limits.load_timeout, code=code)
         name = info.get('class_name')
-        if not (isinstance(name, str) and name.isidentifier() and len(name) <= 128) or info.get('kind') not in ('TextEnv', 'ToolEnv'):
-            self.close(); raise SandboxError('protocol', f'malformed load reply (class name {_short_repr(name)}, kind {_short_repr(info.get("kind"))})')
+        if not (isinstance(name, str) and name.isidentifier()
+                and len(name) <= 128) or info.get('kind') not in ('TextEnv', 'ToolEnv'):
+            self.close()
+            raise SandboxError('protocol',
+                               f'malformed load reply (class name {_short_repr(name)}, kind '
+                               f'{_short_repr(info.get("kind"))})')
         self.class_name, self.kind = info['class_name'], info['kind']
         self.max_turns = info.get('max_turns')
         if not isinstance(self.max_turns, int) or isinstance(self.max_turns, bool) or not 1 <= self.max_turns <= 1000:
-            self.close(); raise SandboxError('contract', f'max_turns must be an int in [1, 1000], got {_short_repr(self.max_turns)}')
+            self.close()
+            raise SandboxError('contract', f'max_turns must be an int in [1, 1000], got {_short_repr(self.max_turns)}')
         self.tools = info.get('tools') if self.kind == 'ToolEnv' else []
         if self.kind == 'ToolEnv' and (why := check_tools(self.tools, self.limits.max_tool_chars)):
             self.close(); raise SandboxError('contract', why)
@@ -741,7 +805,8 @@ def _short_repr(x) -> str:
 # %% ../nbs/06_sandbox.ipynb #feb528e0
 @patch
 def _call(self: SandboxedEnv, op, timeout=None, **payload):
-    "One call to the worker under the call's deadline (capped by `deadline`, admission's budget, when set); a failure closes the environment."
+    """One call to the worker under the call's deadline (capped by `deadline`, admission's budget, when set); a failure
+    closes the environment."""
     capped = False
     if self.deadline is not None:  # the call's own deadline (the worker's limits), or what is left of the budget
         left, full = self.deadline - time.monotonic(), timeout or self.worker.limits.call_timeout
@@ -750,10 +815,12 @@ def _call(self: SandboxedEnv, op, timeout=None, **payload):
     try: reply = self.worker.call(op, timeout=timeout, **payload)
     except SandboxError as e:
         self.close()
-        if capped and e.reason == 'timeout': raise SandboxError('timeout', f'the time budget ran out during {op}') from None
+        if capped and e.reason == 'timeout':
+            raise SandboxError('timeout', f'the time budget ran out during {op}') from None
         raise
     if 'error' in reply:
-        reason = reply['error'] if reply['error'] in ('memory', 'syntax', 'no_env_class', 'contract', 'crash', 'forbidden_syscall', 'output_too_large') else 'crash'
+        reason = reply['error'] if reply['error'] in ('memory', 'syntax', 'no_env_class', 'contract', 'crash',
+                                                      'forbidden_syscall', 'output_too_large') else 'crash'
         raise SandboxError(reason, str(reply.get('message', ''))[:1000])
     return reply
 
@@ -763,13 +830,15 @@ def step(self: SandboxedEnv, action: str, *, instance: str = '0') -> tuple[str, 
     if not isinstance(action, str): raise TypeError(f'an action is a str, got {type(action).__name__}')
     out = self._call('step', action=action[:self.limits.max_action_chars], instance=instance).get('result')
     if not (isinstance(out, list) and len(out) == 5):
-        raise SandboxError('contract', f'step must return (obs, reward, terminated, truncated, info), got {_short_repr(out)}')
+        raise SandboxError('contract',
+                           f'step must return (obs, reward, terminated, truncated, info), got {_short_repr(out)}')
     obs, reward, term, trunc, info = out
     obs = self._text(obs, 'an observation')
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0:
         raise SandboxError('contract', f'reward must be a finite number in [0, 1], got {_short_repr(reward)}')
     if not isinstance(term, bool) or not isinstance(trunc, bool):
-        raise SandboxError('contract', f'terminated and truncated must be bools, got {_short_repr(term)}, {_short_repr(trunc)}')
+        raise SandboxError('contract',
+                           f'terminated and truncated must be bools, got {_short_repr(term)}, {_short_repr(trunc)}')
     return obs, float(reward), term, trunc, info if isinstance(info, dict) else {}
 
 # %% ../nbs/06_sandbox.ipynb #57c459ff
@@ -786,16 +855,20 @@ def solution(self: SandboxedEnv, *, instance: str = '0') -> list[str]:
 @patch
 def hint(self: SandboxedEnv, *, instance: str = '0') -> str | None:
     out = self._call('hint', instance=instance).get('result')
-    if out is not None and not isinstance(out, str): raise SandboxError('contract', f'hint() must return a str, got {_short_repr(out)}')
+    if out is not None and not isinstance(out, str):
+        raise SandboxError('contract', f'hint() must return a str, got {_short_repr(out)}')
     return out if out is None else self._text(out, 'the hint')
 
 @patch
 def _text(self: SandboxedEnv, text, what: str) -> str:
-    "`text` if it is a str within `limits.max_observation_chars`: checked here, whatever the worker's own check (which the code can change) said."
+    """`text` if it is a str within `limits.max_observation_chars`: checked here, whatever the worker's own check (which
+    the code can change) said."""
     if not isinstance(text, str): raise SandboxError('contract', f'{what} must be a str, got {_short_repr(text)}')
     if len(text) > self.limits.max_observation_chars:
-        raise SandboxError('output_too_large', f'{what} has {len(text)} characters; at most {self.limits.max_observation_chars} '
-                                               '(SandboxLimits.max_observation_chars, whatever the environment declares)')
+        raise SandboxError('output_too_large',
+                           f'{what} has {len(text)} characters; at most {self.limits.max_observation_chars} '
+                                               '(SandboxLimits.max_observation_chars, whatever the environment '
+                                               'declares)')
     return text
 
 # %% ../nbs/06_sandbox.ipynb #2ba647ed

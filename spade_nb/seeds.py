@@ -26,7 +26,8 @@ class CodeBreakerEnv(TextEnv):
         self.code = ''.join(str(int(d)) for d in self.np_random.integers(1, 7, size=4))
         self.turn = 0
         return ('I hid a code of 4 digits, each from 1 to 6 (digits may repeat). Guess it: reply with 4 digits. '
-                'After each guess I say how many digits are right and in place, and how many are right but misplaced.'), {}
+                'After each guess I say how many digits are right and in place, and how many are right but '
+                'misplaced.'), {}
 
     def step(self, action):
         self.turn += 1
@@ -44,7 +45,8 @@ class CodeBreakerEnv(TextEnv):
         return [self.code]
 
     def hint(self):
-        return 'Start with guesses like 1122 and 3344 to learn which digits occur, then fix their positions one at a time.'
+        return ('Start with guesses like 1122 and 3344 to learn which digits occur, then fix their positions one at '
+                'a time.')
 
 # %% ../nbs/08_seeds.ipynb #df4d0b2d
 class NumberPathEnv(TextEnv):
@@ -114,7 +116,8 @@ class GridWalkEnv(TextEnv):
             path = self._path()
             if path is not None and len(path) >= 4: break
         self.turn = 0
-        return f'{self._render()}\nYou are at {self.pos}, the goal is at {self.goal}. {self._open()} Reply with up, down, left or right.', {}
+        return (f'{self._render()}\nYou are at {self.pos}, the goal is at {self.goal}. {self._open()} Reply with up, '
+                'down, left or right.'), {}
 
     DIRS = {'up': (-1, 0), 'down': (1, 0), 'left': (0, -1), 'right': (0, 1)}
 
@@ -122,12 +125,14 @@ class GridWalkEnv(TextEnv):
         return 0 <= p[0] < self.SIZE and 0 <= p[1] < self.SIZE and p not in self.walls
 
     def _open(self):
-        return 'Open: ' + ', '.join(d for d, (dr, dc) in self.DIRS.items() if self._free((self.pos[0] + dr, self.pos[1] + dc))) + '.'
+        return 'Open: ' + ', '.join(d for d, (dr, dc) in self.DIRS.items()
+                                    if self._free((self.pos[0] + dr, self.pos[1] + dc))) + '.'
 
     def _render(self):
         rows = []
         for r in range(self.SIZE):
-            rows.append(''.join('S' if (r, c) == self.pos else 'G' if (r, c) == self.goal else '#' if (r, c) in self.walls
+            rows.append(''.join('S' if (r, c) == self.pos else 'G' if (r, c)
+                                == self.goal else '#' if (r, c) in self.walls
                                 else '.' for c in range(self.SIZE)))
         return '\n'.join(rows)
 
@@ -175,7 +180,8 @@ class CaesarEnv(TextEnv):
     max_turns = 8
     WORDS = ('planet', 'garden', 'silver', 'window', 'rocket', 'bridge', 'forest', 'candle', 'marble', 'pocket',
              'rabbit', 'island', 'harbor', 'museum', 'violin', 'castle', 'anchor', 'desert', 'meadow', 'lantern',
-             'compass', 'orchard', 'thunder', 'glacier', 'quarrel', 'blanket', 'chimney', 'feather', 'harvest', 'kitchen')
+             'compass', 'orchard', 'thunder', 'glacier', 'quarrel', 'blanket', 'chimney', 'feather', 'harvest',
+             'kitchen')
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
@@ -191,7 +197,8 @@ class CaesarEnv(TextEnv):
         guess = action.strip().lower()
         if guess == self.word:
             return 'Correct!', 1.0, True, False, {}
-        marks = ''.join(g.upper() if i < len(self.word) and g == self.word[i] else '_' for i, g in enumerate(guess[:len(self.word)]))
+        marks = ''.join(g.upper() if i < len(self.word) and g == self.word[i] else '_' for i,
+                        g in enumerate(guess[:len(self.word)]))
         return f'Not yet. Letters in place: {marks or "none"}.', 0.0, False, self.turn >= self.max_turns, {}
 
     def solution(self):
@@ -223,7 +230,8 @@ class FileHuntEnv(ToolEnv):
         self.files[self.target] = '\n'.join(body + [f'{self.key} = {self.value}'])
         for name in self.files:  # only the target file sets the key
             if name != self.target:
-                self.files[name] = '\n'.join(ln for ln in self.files[name].split('\n') if ln and not ln.startswith(self.key))
+                self.files[name] = '\n'.join(ln for ln in self.files[name].split('\n') if ln
+                                             and not ln.startswith(self.key))
         self.turns = 0
         return (f'Exactly one .conf file under /etc, /srv, /home or /opt sets "{self.key}". '
                 f'Find it and answer with the value it sets.'), {}
@@ -286,7 +294,8 @@ class LedgerEnv(ToolEnv):
     def solution(self):
         need = self.goal - self.balances[self.account]
         donor = max((a for a in sorted(self.balances) if a != self.account), key=lambda a: self.balances[a])
-        return [tool_call('balance', account=self.account), tool_call('transfer', source=donor, target=self.account, amount=need),
+        return [tool_call('balance', account=self.account), tool_call('transfer', source=donor, target=self.account,
+                                                                      amount=need),
                 final_answer('done')]
 
     def hint(self):
@@ -305,7 +314,8 @@ class CalendarEnv(ToolEnv):
         self.events = {self.day: [(h, h + 1, f'busy-{h}') for h in hours]}
         self.title = ['review', 'sync', 'planning', 'interview'][int(rng.integers(4))]
         self.turns = 0
-        return (f'Book a one-hour "{self.title}" on {self.day} at the earliest whole hour between 9 and 17 that is free. '
+        return (f'Book a one-hour "{self.title}" on {self.day} at the earliest whole hour between 9 and 17 that is '
+                'free. '
                 f'Answer "booked" when done.'), {}
 
     def tool_list_events(self, day: str) -> str:
@@ -330,7 +340,8 @@ class CalendarEnv(ToolEnv):
         return 1.0 if booked == [(self._first_free(), self.title)] else 0.0
 
     def solution(self):
-        return [tool_call('list_events', day=self.day), tool_call('book', day=self.day, start=self._first_free(), title=self.title),
+        return [tool_call('list_events', day=self.day), tool_call('book', day=self.day, start=self._first_free(),
+                                                                  title=self.title),
                 final_answer('booked')]
 
     def hint(self):
@@ -340,21 +351,26 @@ class CalendarEnv(ToolEnv):
 class ShopDBEnv(ToolEnv):
     "Two tables, customers and orders: answer which city the customer behind an order lives in."
     max_turns = 8
-    CITIES = ('Lyon', 'Porto', 'Tartu', 'Gdansk', 'Ghent', 'Bergen', 'Malaga', 'Turin', 'Brno', 'Cork', 'Graz', 'Kaunas',
-              'Leiden', 'Ljubljana', 'Lund', 'Nantes', 'Oulu', 'Pecs', 'Riga', 'Split', 'Tampere', 'Utrecht', 'Verona', 'Zadar')
+    CITIES = ('Lyon', 'Porto', 'Tartu', 'Gdansk', 'Ghent', 'Bergen', 'Malaga', 'Turin', 'Brno', 'Cork', 'Graz',
+              'Kaunas',
+              'Leiden', 'Ljubljana', 'Lund', 'Nantes', 'Oulu', 'Pecs', 'Riga', 'Split', 'Tampere', 'Utrecht', 'Verona',
+              'Zadar')
     NAMES = ('Ada', 'Ben', 'Cleo', 'Dev', 'Eli', 'Fay', 'Gus', 'Hana', 'Ivo', 'Jun')
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
         rng = self.np_random
         picks = rng.choice(len(self.NAMES), size=5, replace=False)
-        self.customers = [{'id': 100 + k, 'name': self.NAMES[int(i)], 'city': self.CITIES[int(rng.integers(len(self.CITIES)))]}
+        self.customers = [{'id': 100 + k, 'name': self.NAMES[int(i)],
+                           'city': self.CITIES[int(rng.integers(len(self.CITIES)))]}
                           for k, i in enumerate(picks)]
-        self.orders = [{'id': 5000 + k, 'customer_id': self.customers[int(rng.integers(5))]['id'], 'total': int(rng.integers(5, 500))}
+        self.orders = [{'id': 5000 + k, 'customer_id': self.customers[int(rng.integers(5))]['id'],
+                        'total': int(rng.integers(5, 500))}
                        for k in range(8)]
         self.order = self.orders[int(rng.integers(len(self.orders)))]
         self.turns = 0
-        return f'In which city does the customer who placed order {self.order["id"]} live? Tables: customers, orders.', {}
+        return (f'In which city does the customer who placed order {self.order["id"]} live? '
+                'Tables: customers, orders.', {})
 
     def tool_query(self, table: str, column: str, value: str) -> str:
         "Rows of a table whose column equals a value (compared as text)."

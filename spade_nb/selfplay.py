@@ -26,7 +26,8 @@ from .admission import (ADMISSION_VERSION, AdmissionConfig, Replay, admission_se
                                 normalize_tokens)
 from .core import Config, ConfigError, EnvId, Sample, Seeds, read_yaml_mapping
 from .designer import DesignerConfig, build_prompt, design, repair_rounds
-from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout, evaluate_heldout, open_heldout
+from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout
+from .heldout import evaluate_heldout, open_heldout
 from .hints import HintConfig, hint_plays_to_a_win, write_hints
 from .llm import LLMConfig
 from .memory import EnvMemory, EnvRecord, structural_fingerprint
@@ -51,7 +52,8 @@ class SelfPlayConfig(Config):
     designs_per_iteration: int = 4
     regen_interval: int = 1  # design new environments every k iterations; replay in between
     designer_delay: int = 1  # iterations a design's sample waits before it is trained (the reference: 4 for games)
-    designer_delays: dict[str, int] = field(default_factory=dict)  # skill -> its own delay (the reference: tool_use 8); others wait designer_delay
+    # skill -> its own delay (the reference: tool_use 8); others wait designer_delay
+    designer_delays: dict[str, int] = field(default_factory=dict)
     replay_envs: int = 4  # environments replayed from the memory each iteration
     seeds_per_env: int = 2
     plays: int = 2  # plays per seed and arm (the seed test, `reward.seed_test`, needs 2)
@@ -72,7 +74,8 @@ class SelfPlayConfig(Config):
     progress_bonus: float = 0.0
 
     def validate(self):
-        for k in ('iterations', 'regen_interval', 'eval_interval', 'seeds_per_env', 'plays', 'eval_seeds', 'heldout_instances', 'heldout_attempts'):
+        for k in ('iterations', 'regen_interval', 'eval_interval', 'seeds_per_env', 'plays', 'eval_seeds',
+                  'heldout_instances', 'heldout_attempts'):
             self.check(k, getattr(self, k) >= 1, 'must be at least 1')
         for k in ('designs_per_iteration', 'replay_envs', 'designer_delay'):
             self.check(k, getattr(self, k) >= 0, 'must be non-negative')
@@ -97,14 +100,20 @@ class RunConfig(Config):
 
     def validate(self):
         if self.llm.backend != 'hf' and self.trainer.lora_r > self.llm.engine.max_lora_rank:
-            raise ConfigError('llm.engine.max_lora_rank', f'{self.llm.engine.max_lora_rank} is below trainer.lora_r={self.trainer.lora_r}: '
+            raise ConfigError('llm.engine.max_lora_rank',
+                              f'{self.llm.engine.max_lora_rank} is below trainer.lora_r={self.trainer.lora_r}: '
                               f'the engine could not load the adapter')
         r, sp = self.reward, self.selfplay
-        if r.seed_test and sp.plays < 2 and any(r.uses(k) for k in ('plateau', 'learnability', 'solve_rate', 'learning_progress')):
-            raise ConfigError('selfplay.plays', f'{sp.plays} play per seed cannot tell an environment whose seed decides the outcome from one the '
-                              f'agent wins half the time on every seed: reward.seed_test needs 2 or more (or set reward.seed_test=false)')
+        if r.seed_test and sp.plays < 2 and any(r.uses(k) for k in ('plateau', 'learnability', 'solve_rate',
+                                                                    'learning_progress')):
+            raise ConfigError('selfplay.plays',
+                              f'{sp.plays} play per seed cannot tell an environment whose seed decides the outcome '
+                              'from one the '
+                              'agent wins half the time on every seed: reward.seed_test needs 2 or more (or set '
+                              'reward.seed_test=false)')
         if r.uses('learning_progress') and min([sp.designer_delay, *sp.designer_delays.values()]) < 1:
-            raise ConfigError('selfplay.designer_delay', 'learning progress is measured over a design\'s window: it needs a delay of 1 or more '
+            raise ConfigError('selfplay.designer_delay',
+                              'learning progress is measured over a design\'s window: it needs a delay of 1 or more '
                               'for every skill (the window is the delay plus one iteration)')
 
 def presets_dir() -> Path:
@@ -119,13 +128,16 @@ def list_presets() -> list[str]: return sorted(p.stem for p in presets_dir().glo
 # %% ../nbs/16_selfplay.ipynb #81eca9c5
 def _merge(base: dict, top: dict) -> dict:
     "`top` over `base`, section by section: a mapping merges into a mapping, anything else replaces."
-    return {**base, **{k: _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v for k, v in top.items()}}
+    return {**base, **{k: _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v for k,
+                       v in top.items()}}
 
 def load_config(preset: str | None = None, *, config: str | Path | None = None, overrides=()) -> RunConfig:
-    "Layers, each over the one before: the code's defaults, a preset (`preset`, else the file's `preset:` key, else tiny-cpu), the config file, then `key.sub=value` overrides; every error names the key."
+    """Layers, each over the one before: the code's defaults, a preset (`preset`, else the file's `preset:` key, else
+    tiny-cpu), the config file, then `key.sub=value` overrides; every error names the key."""
     top = read_yaml_mapping(Path(config)) if config is not None else {}
     named = top.pop('preset', None)
-    if named is not None and not isinstance(named, str): raise ConfigError('preset', f'must be a preset name, got {named!r} (in {config})')
+    if named is not None and not isinstance(named, str):
+        raise ConfigError('preset', f'must be a preset name, got {named!r} (in {config})')
     if named is not None and preset is not None and named != preset:
         raise ConfigError('preset', f'{config} builds on preset {named!r}, but preset {preset!r} was asked for')
     preset = preset or named or 'tiny-cpu'
@@ -159,9 +171,12 @@ def provenance(cfg: RunConfig) -> dict:
         try: return md.version(p)
         except md.PackageNotFoundError: return None
     try: commit = subprocess.run(['git', 'rev-parse', 'HEAD'], capture_output=True, text=True, timeout=5,
-                                 cwd=Path(__file__).resolve().parent if '__file__' in globals() else None).stdout.strip() or None
+                                 cwd=Path(__file__).resolve().parent if '__file__' in globals()
+                                 else None).stdout.strip() or None
     except (OSError, subprocess.TimeoutExpired): commit = None
-    return {'python': platform.python_version(), 'packages': {p: v(p) for p in ('spade_nb', 'torch', 'transformers', 'peft', 'gymnasium', 'numpy', 'reasoning-gym')},
+    return {'python': platform.python_version(), 'packages': {p: v(p)
+                                                              for p in ('spade_nb', 'torch', 'transformers', 'peft',
+                                                                        'gymnasium', 'numpy', 'reasoning-gym')},
             'git_commit': commit, 'model': cfg.llm.model,
             'model_sha256': embedded_cache_state()['gguf_sha256'] if is_embedded(cfg.llm.model) else None,
             'sandbox_tier': sandbox_tier(), 'root_seed': cfg.seed, 'started': time.strftime('%Y-%m-%dT%H:%M:%S')}
@@ -197,7 +212,8 @@ class RunDir:
 
     def config(self) -> RunConfig:
         "The config of the run this folder holds."
-        if not (self.path/'config.yaml').is_file(): raise RunDirError(f'{self.path} is not a spade_nb run directory (no config.yaml)')
+        if not (self.path/'config.yaml').is_file():
+            raise RunDirError(f'{self.path} is not a spade_nb run directory (no config.yaml)')
         try: return RunConfig.from_yaml(self.path/'config.yaml')
         except ConfigError as e: raise RunDirError(f'{self.path}/config.yaml is damaged: {e}') from None
 
@@ -220,7 +236,8 @@ class RunDir:
         return cps[-1] if cps else None
 
     def restore(self, trainer) -> tuple[int, list[dict]]:
-        "Load the last checkpoint into `trainer`; drop what later iterations wrote; (last iteration done, designer buffer)."
+        """Load the last checkpoint into `trainer`; drop what later iterations wrote; (last iteration done, designer
+        buffer)."""
         last, done, buffer = self.last_checkpoint(), -1, []
         if last is not None:
             st = json.loads((last/'state.json').read_text())
@@ -233,7 +250,8 @@ class RunDir:
         return done, buffer
 
     def checkpoint(self, it: int, row: dict, trainer, buffer: list[dict], log=print):
-        "Append the metric row, save the trainer and the designer buffer atomically, keep the last two, redraw the plots."
+        """Append the metric row, save the trainer and the designer buffer atomically, keep the last two, redraw the
+        plots."""
         _jsonl_append(self.path/'metrics.jsonl', [row])
         final, tmp = self.path/'checkpoints'/f'iteration-{it:04d}', self.path/'checkpoints'/f'.iteration-{it:04d}.tmp'
         shutil.rmtree(tmp, ignore_errors=True)
@@ -245,7 +263,8 @@ class RunDir:
         for old in sorted((self.path/'checkpoints').glob('iteration-*'))[:-2]: shutil.rmtree(old, ignore_errors=True)
         try: plot_run(self.path)
         except Exception as e: log(f'plots skipped: {e}')
-        with open(self.path/'log.txt', 'a') as f: f.write(json.dumps({'iteration': it, 'seconds': row['seconds'], 'time': time.time()}) + '\n')
+        with open(self.path/'log.txt', 'a') as f:
+            f.write(json.dumps({'iteration': it, 'seconds': row['seconds'], 'time': time.time()}) + '\n')
 
 # %% ../nbs/16_selfplay.ipynb #d58fea10
 @dataclass
@@ -255,7 +274,8 @@ class IterationMetrics:
     seconds: float | None = None  # wall time of the iteration
     designs: int | None = None  # designs written
     admitted: int | None = None  # designs admitted and new to the memory
-    duplicates: int | None = None  # admitted designs the memory already had (each earns reward.duplicate, at most reward.inadmissible)
+    # admitted designs the memory already had (each earns reward.duplicate, at most reward.inadmissible)
+    duplicates: int | None = None
     validity_rate: float | None = None  # share of designs admitted
     rejected_by_reason: dict | None = None  # count of rejected designs by admission reason
     heldout_refused: int | None = None  # admitted designs refused as duplicates of held-out environments
@@ -263,14 +283,17 @@ class IterationMetrics:
     distinct_structural: int | None = None  # distinct structural fingerprints among admitted designs
     distinct_behavioural: int | None = None  # distinct behavioural fingerprints among admitted designs
     near_duplicate_share: float | None = None  # share of new environments flagged as near-duplicates
-    skill_mix: dict | None = None  # admitted designs by the skill they implement (TextEnv: reasoning_game, ToolEnv: tool_use)
+    # admitted designs by the skill they implement (TextEnv: reasoning_game, ToolEnv: tool_use)
+    skill_mix: dict | None = None
     skills_requested: dict | None = None  # designs by the skill the prompt asked for
     skill_mismatch: int | None = None  # admitted designs of another kind than asked for
     memory_designed: int | None = None  # admitted designs alive in the memory (all iterations)
     memory_designed_ever: int | None = None  # designs ever admitted to the memory, evicted ones too
-    memory_distinct_behavioural: int | None = None  # distinct behavioural fingerprints among those ever admitted (dedup is against live records only)
+    # distinct behavioural fingerprints among those ever admitted (dedup is against live records only)
+    memory_distinct_behavioural: int | None = None
     memory_distinct_structural: int | None = None  # distinct structural fingerprints among those ever admitted
-    memory_similarity: float | None = None  # mean pairwise MinHash similarity of the live designs (0: nothing shared, 1: alike; at most 256 sampled)
+    # mean pairwise MinHash similarity of the live designs (0: nothing shared, 1: alike; at most 256 sampled)
+    memory_similarity: float | None = None
     memory_skill_mix: dict | None = None  # them by skill
     memory_near_duplicate_share: float | None = None  # share of them flagged as near-duplicates
     regret_mean: float | None = None  # mean regret over played environments
@@ -282,18 +305,23 @@ class IterationMetrics:
     win_rate_nohint: float | None = None  # plain win rate
     win_rate_by_skill: dict | None = None  # plain win rate by skill
     hints_rejected: int | None = None  # hints the leak auditor rejected
-    replay_dropped: int | None = None  # environments taken out of the memory because a replay or an audited episode differed in play
-    repairs: int | None = None  # repair attempts made (`designer.repair_turns`: a failed design is shown admission's reason; never trained)
+    # environments taken out of the memory because a replay or an audited episode differed in play
+    replay_dropped: int | None = None
+    # repair attempts made (`designer.repair_turns`: a failed design is shown admission's reason; never trained)
+    repairs: int | None = None
     repairs_admitted: int | None = None  # repairs that admission accepted as new environments
     edits: int | None = None  # designs asked to edit an environment of the memory (designer.edit_share)
-    edit_parents: int | None = None  # distinct environments those edits started from (does the designer collapse onto one?)
+    # distinct environments those edits started from (does the designer collapse onto one?)
+    edit_parents: int | None = None
     samples_too_long: int | None = None  # samples longer than trainer.max_seq_len: dropped, never cut
     win_rate_heldout: float | None = None  # held-out win rate without hints (evaluation iterations; else null)
     heldout_lo: float | None = None  # its 90% Wilson interval, low
     heldout_hi: float | None = None  # its interval, high
     heldout_episodes: int | None = None  # held-out episodes played
     win_rate_heldout_by_env: dict | None = None  # held-out win rate by environment
-    win_rate_heldout_origin: float | None = None  # iteration 0 only: the held-out win rate before the first update (the base model: the curve's origin), on the same seeds
+    # iteration 0 only: the held-out win rate before the first update (the base model: the curve's origin), on the
+    # same seeds
+    win_rate_heldout_origin: float | None = None
     heldout_origin_lo: float | None = None  # its 90% Wilson interval, low
     heldout_origin_hi: float | None = None  # its interval, high
     zero_variance_share: float | None = None  # share of update groups with equal rewards (no gradient)
@@ -303,23 +331,37 @@ class IterationMetrics:
     loss_agent: float | None = None  # agent part of the loss
     loss_designer: float | None = None  # designer part of the loss
     grad_norm: float | None = None  # gradient norm before clipping
-    grad_norm_agent: float | None = None  # the agent samples' part of that gradient, its norm (their micro-batches run first)
+    # the agent samples' part of that gradient, its norm (their micro-batches run first)
+    grad_norm_agent: float | None = None
     grad_norm_designer: float | None = None  # the designer samples' part (the whole minus the agent's), its norm
-    designer_grad_share: float | None = None  # grad_norm_designer / (grad_norm_agent + grad_norm_designer): set trainer.designer_adv_scale from it
+    # grad_norm_designer / (grad_norm_agent + grad_norm_designer): set trainer.designer_adv_scale from it
+    designer_grad_share: float | None = None
     designer_token_share: float | None = None  # the designer's share of the update's trained tokens
-    behaviour_gap: float | None = None  # mean |trainer log-prob - behaviour log-prob| over the trained tokens of fresh samples (an engine's distribution against the trainer's; near 0 in process)
+    # mean |trainer log-prob - behaviour log-prob| over the trained tokens of fresh samples (an engine's distribution
+    # against the trainer's; near 0 in process)
+    behaviour_gap: float | None = None
     agent_samples: int | None = None  # agent samples in the update
     designer_samples: int | None = None  # designer samples in the update
-    window_envs: int | None = None  # environments played for their design's window, without the hint (their first iteration played both arms)
-    designer_rewards: int | None = None  # admitted designs whose reward was computed this iteration, each from its window
+    # environments played for their design's window, without the hint (their first iteration played both arms)
+    window_envs: int | None = None
+    # admitted designs whose reward was computed this iteration, each from its window
+    designer_rewards: int | None = None
     designer_reward_plays: float | None = None  # mean plays (both arms) each of those rewards rests on
-    designer_masked: int | None = None  # those whose blend (or learning progress) came out below 0: left out of the designer update
+    # those whose blend (or learning progress) came out below 0: left out of the designer update
+    designer_masked: int | None = None
     designer_masked_share: float | None = None  # their share of the designs rewarded from plays
-    reward_components: dict | None = None  # each blend component's mean normalised magnitude over those designs, |component / its nominal scale|: to calibrate the scales
-    seed_share: float | None = None  # their mean share of outcome variance within seeds (near 0: the seed, not the agent, decides the outcome)
-    designer_unrewarded: dict | None = None  # of the designs whose window closed, those left without a reward (so untrained), by reason: unplayed, hint_leaked, no_regret, no_seed_share, no_learning_progress
-    novelty_scaled: int | None = None  # of the designs rewarded, near-copies whose positive reward was scaled by their novelty (reward.novelty_from)
-    design_max_similarity: float | None = None  # mean over this iteration's new designs of their largest MinHash similarity to a live environment when admitted
+    # each blend component's mean normalised magnitude over those designs, |component / its nominal scale|: to
+    # calibrate the scales
+    reward_components: dict | None = None
+    # their mean share of outcome variance within seeds (near 0: the seed, not the agent, decides the outcome)
+    seed_share: float | None = None
+    # of the designs whose window closed, those left without a reward (so untrained), by reason: unplayed,
+    # hint_leaked, no_regret, no_seed_share, no_learning_progress
+    designer_unrewarded: dict | None = None
+    # of the designs rewarded, near-copies whose positive reward was scaled by their novelty (reward.novelty_from)
+    novelty_scaled: int | None = None
+    # mean over this iteration's new designs of their largest MinHash similarity to a live environment when admitted
+    design_max_similarity: float | None = None
     adapter_version: int | None = None  # adapter version after the update
     tokens_design: int | None = None  # tokens generated designing
     tokens_hint: int | None = None  # tokens generated writing hints
@@ -331,16 +373,22 @@ class IterationMetrics:
     seconds_train: float | None = None  # time updating
     seconds_eval: float | None = None  # time evaluating
     memory_size: int | None = None  # live environments in the memory
-    share_seconds_environments: float | None = None  # share of stage time spent making environments (design, admission, hints) rather than playing, training and evaluating
-    share_tokens_environments: float | None = None  # share of generated tokens spent making environments (designs, hints) rather than playing
+    # share of stage time spent making environments (design, admission, hints) rather than playing, training and
+    # evaluating
+    share_seconds_environments: float | None = None
+    # share of generated tokens spent making environments (designs, hints) rather than playing
+    share_tokens_environments: float | None = None
 
 # %% ../nbs/16_selfplay.ipynb #0a8ef9bf
 def _field_docs(cls) -> dict[str, str]:
     "Each field's trailing comment in `cls`'s source: the documentation of a record's fields."
     import importlib, inspect, re
     try: src = inspect.getsource(cls)
-    except (OSError, TypeError): src = inspect.getsource(getattr(importlib.import_module('spade_nb.selfplay'), cls.__name__))  # defined in a notebook cell
-    return {m.group(1): m.group(2).strip() for line in src.splitlines() if (m := re.match(r'\s+(\w+): [^#]*#\s*(.+)$', line))}
+    # defined in a notebook cell
+    except (OSError, TypeError):
+        src = inspect.getsource(getattr(importlib.import_module('spade_nb.selfplay'), cls.__name__))
+    return {m.group(1): m.group(2).strip() for line in src.splitlines()
+            if (m := re.match(r'\s+(\w+): [^#]*#\s*(.+)$', line))}
 
 METRICS_DOC = _field_docs(IterationMetrics)
 
@@ -348,21 +396,27 @@ METRICS_DOC = _field_docs(IterationMetrics)
 def _skill(kind: str) -> str: return 'reasoning_game' if kind == 'TextEnv' else 'tool_use'
 
 def _progress(reason: str, details: str = '', code: str | None = None) -> float:
-    "How far a rejected design got through admission, in stages (for `progress_bonus`); within 'syntax', how far the parser read."
+    """How far a rejected design got through admission, in stages (for `progress_bonus`); within 'syntax', how far the
+    parser read."""
     import re
-    order = {'parse': 0, 'syntax': 1, 'no_env_class': 2, 'contract': 3, 'timeout': 4, 'memory': 4, 'crash': 4, 'forbidden_syscall': 4,
-             'output_too_large': 5, 'unsolvable': 6, 'nondeterministic': 7, 'seed_insensitive': 8, 'degenerate_policy_wins': 9, 'answer_leak': 10}
+    order = {'parse': 0, 'syntax': 1, 'no_env_class': 2, 'contract': 3, 'timeout': 4, 'memory': 4, 'crash': 4,
+             'forbidden_syscall': 4,
+             'output_too_large': 5, 'unsolvable': 6, 'nondeterministic': 7, 'seed_insensitive': 8,
+             'degenerate_policy_wins': 9, 'answer_leak': 10}
     stage = float(order.get(reason, 0))
     if reason == 'syntax' and code and (m := re.search(r'line (\d+)', details or '')):
-        stage += min(1.0, (int(m.group(1)) - 1) / max(1, code.count('\n') + 1)) * 0.99  # the share of lines before the error
+        # the share of lines before the error
+        stage += min(1.0, (int(m.group(1)) - 1) / max(1, code.count('\n') + 1)) * 0.99
     return stage
 
 # %% ../nbs/16_selfplay.ipynb #c6a6ef45
 @dataclass
 class PendingDesign:
-    "A designer sample (a first attempt) and its reward: an admitted design's is computed when its delay is up, from its window's plays."
+    """A designer sample (a first attempt) and its reward: an admitted design's is computed when its delay is up, from
+    its window's plays."""
     env_id: int | None  # the memory id of the admitted design; None if rejected
-    reward: float | None  # a rejected design's penalty at once; an admitted one's when its window closes (None until then)
+    # a rejected design's penalty at once; an admitted one's when its window closes (None until then)
+    reward: float | None
     sample: Sample  # its training sample (`Design.to_sample`), the reward still to come
     iteration: int = -1  # when it was designed (its delay counts from here)
     skill: str = ''  # its skill (whose delay it waits)
@@ -372,7 +426,8 @@ class PendingDesign:
         if isinstance(self.sample, dict): self.sample = Sample(**self.sample)  # as a checkpoint stores it
 
     def to_sample(self, it: int) -> Sample:
-        "Its sample with its reward, `it - iteration` updates old at iteration `it` (the trainer corrects for the staleness)."
+        """Its sample with its reward, `it - iteration` updates old at iteration `it` (the trainer corrects for the
+        staleness)."""
         return dataclasses.replace(self.sample, reward=self.reward, staleness=max(0, it - self.iteration))
 
 # %% ../nbs/16_selfplay.ipynb #d0647424
@@ -428,16 +483,19 @@ def write_designs(policy, memory: EnvMemory, corpus, cfg: RunConfig, seeds: Seed
     "The designer's `designs_per_iteration` designs, in one batched call (prompts from skills, documents, exemplars)."
     sp, dcfg = cfg.selfplay, cfg.designer
     rng, prompts, shown = seeds.numpy('design'), [], []
-    docs = corpus.sample(sp.designs_per_iteration, seeds.numpy('corpus')) if corpus is not None else [None] * sp.designs_per_iteration
+    docs = corpus.sample(sp.designs_per_iteration,
+                         seeds.numpy('corpus')) if corpus is not None else [None] * sp.designs_per_iteration
     for k in range(sp.designs_per_iteration):
         skill = dcfg.skills[k % len(dcfg.skills)]
         kind = 'TextEnv' if skill == 'reasoning_game' else 'ToolEnv'
         ex = memory.exemplars(dcfg.n_positive, dcfg.n_negative, rng=rng, kind=kind, sampled=True, avoid=shown,
                               unscored=dcfg.unscored_exemplars) if sp.use_memory else []
-        parents = [e for e in ex if e.label == 'positive']  # an edit moves a scored environment toward the frontier; an unscored one only shows the format
+        # an edit moves a scored environment toward the frontier; an unscored one only shows the format
+        parents = [e for e in ex if e.label == 'positive']
         shown += [e.env_id for e in parents]  # the next prompts show (and edit) others first
         edit = sp.use_memory and parents and rng.random() < dcfg.edit_share
-        prompts.append(build_prompt(policy, skill, document=docs[k], exemplars=[e for e in ex if not edit or e is not parents[0]],
+        prompts.append(build_prompt(policy, skill, document=docs[k],
+                                    exemplars=[e for e in ex if not edit or e is not parents[0]],
                                     mode='edit' if edit else 'scratch', parent=parents[0] if edit else None, cfg=dcfg))
     return design(policy, prompts, dcfg, seed=seeds.int_seed('designer') % 2**31)
 
@@ -447,25 +505,32 @@ def _mean_or_none(xs) -> float | None:
     return float(np.mean(xs)) if xs else None
 
 def _enter(d, v, memory: EnvMemory, heldout: dict[str, HeldoutEnv], it: int) -> tuple[str, int | None]:
-    "Record design `d`, its verdict `v`, in `memory` (side effect): (its reason, its memory id if admitted, new or a duplicate)."
+    """Record design `d`, its verdict `v`, in `memory` (side effect): (its reason, its memory id if admitted, new or a
+    duplicate)."""
     if v is None: return 'parse', None
     if not v.ok:
-        memory.add_code(d.code, v, skill=_skill(v.kind) if v.kind else d.prompt.skill, provenance=d.provenance, iteration=it)
+        memory.add_code(d.code, v, skill=_skill(v.kind) if v.kind else d.prompt.skill, provenance=d.provenance,
+                        iteration=it)
         return v.reason, None
     if duplicates_heldout(heldout, v.fingerprint, structural_fingerprint(d.code)): return 'heldout_duplicate', None
     env_id, is_new = memory.add_code(d.code, v, skill=_skill(v.kind), provenance=d.provenance, iteration=it)
-    return (v.reason if is_new else 'duplicate'), env_id  # a duplicate never gets another environment's score: its own penalty
+    # a duplicate never gets another environment's score: its own penalty
+    return (v.reason if is_new else 'duplicate'), env_id
 
 def _first_reward(reason: str, env_id: int | None, details: str, code: str | None, cfg: RunConfig) -> float | None:
-    "A first attempt's reward when it is known at once: a rejected design's penalty (and progress bonus), a duplicate's."
-    if env_id is not None: return cfg.reward.copy_penalty() if reason == 'duplicate' else None  # else its window decides
+    """A first attempt's reward when it is known at once: a rejected design's penalty (and progress bonus), a
+    duplicate's."""
+    # else its window decides
+    if env_id is not None: return cfg.reward.copy_penalty() if reason == 'duplicate' else None
     return cfg.reward.inadmissible + cfg.selfplay.progress_bonus * _progress(reason, details, code)
 
 # %% ../nbs/16_selfplay.ipynb #c02e07ef
-def _design_counts(designs: list, verdicts: list, rows: list[DesignRow], memory: EnvMemory, cfg: RunConfig) -> DesignCounts:
+def _design_counts(designs: list, verdicts: list, rows: list[DesignRow], memory: EnvMemory,
+                   cfg: RunConfig) -> DesignCounts:
     "The iteration's design columns, from its designs, their verdicts and transcript rows."
     firsts = [d for d in designs if d.attempt == 0]
-    entered = [(d, v) for d, v, r in zip(designs, verdicts, rows) if r.env_id is not None]  # admitted: new or duplicates
+    # admitted: new or duplicates
+    entered = [(d, v) for d, v, r in zip(designs, verdicts, rows) if r.env_id is not None]
     new = [r for r in rows if r.env_id is not None and r.reason != 'duplicate']
     reasons = Counter(r.reason for r in rows)
     near = sum(memory.get(r.env_id).near_duplicate_of is not None for r in new)
@@ -484,20 +549,26 @@ def _design_counts(designs: list, verdicts: list, rows: list[DesignRow], memory:
         skill_mismatch=sum(_skill(v.kind) != d.prompt.skill for d, v in entered),
         skills_requested={s: sum(d.prompt.skill == s for d in designs) for s in cfg.designer.skills})
 
-def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEnv], cfg: RunConfig, it: int, seeds: Seeds,
+def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEnv], cfg: RunConfig, it: int,
+                  seeds: Seeds,
                   policy=None) -> DesignOutcome:
-    "Admit `designs` (`admission.parallel` at once), repairing failures when `policy` is given; admitted ones enter `memory` (side effect), rejected ones are recorded there."
+    """Admit `designs` (`admission.parallel` at once), repairing failures when `policy` is given; admitted ones enter
+    `memory` (side effect), rejected ones are recorded there."""
     arng = seeds.numpy('admission')
-    verdicts = admit_many([d.code or None for d in designs], admission_seeds(arng, len(designs), cfg.admission.n_seeds), cfg.admission)
-    if policy is not None and cfg.designer.repair_turns:  # each round's seeds from the same stream, after the first attempts'
-        admit_round = lambda codes: admit_many(codes, admission_seeds(arng, len(codes), cfg.admission.n_seeds), cfg.admission)
+    verdicts = admit_many([d.code or None for d in designs],
+                          admission_seeds(arng, len(designs), cfg.admission.n_seeds), cfg.admission)
+    # each round's seeds from the same stream, after the first attempts'
+    if policy is not None and cfg.designer.repair_turns:
+        admit_round = lambda codes: admit_many(codes, admission_seeds(arng, len(codes), cfg.admission.n_seeds),
+                                               cfg.admission)
         designs, verdicts = repair_rounds(policy, designs, verdicts, admit_round, cfg.designer,
                                           seed_of=lambda turn: seeds.int_seed(f'repair-{turn}') % 2**31)
     pending, rows = [], []
     for k, (d, v) in enumerate(zip(designs, verdicts)):
         reason, env_id = _enter(d, v, memory, heldout, it)
         details = v.details if v else d.parsed.reason
-        rows.append(DesignRow(k, d.attempt, len(pending) if d.attempt == 0 else None, d.prompt.skill, d.prompt.mode, reason, details,
+        rows.append(DesignRow(k, d.attempt, len(pending) if d.attempt == 0 else None, d.prompt.skill, d.prompt.mode,
+                              reason, details,
                               d.provenance, env_id, d.code, d.completion.text))
         if d.attempt == 0:  # training uses first attempts only
             sample = d.to_sample(temperature=cfg.designer.temperature or 1.0, env_id='' if env_id is None else env_id,
@@ -511,13 +582,16 @@ def admit_designs(designs: list, memory: EnvMemory, heldout: dict[str, HeldoutEn
 # %% ../nbs/16_selfplay.ipynb #d94caff9
 @dataclass
 class HintOutcome:
-    "Hints for the environments to play, and the seeds certified for play (in the workers that wrote the hints, closed since)."
+    """Hints for the environments to play, and the seeds certified for play (in the workers that wrote the hints, closed
+    since)."""
     hints: dict[int, str] = field(default_factory=dict)  # environment id -> hint, for hints that passed the audit
-    certified: dict[int, dict[int, Replay]] = field(default_factory=dict)  # environment id -> play seed -> its certified solution
+    # environment id -> play seed -> its certified solution
+    certified: dict[int, dict[int, Replay]] = field(default_factory=dict)
     leaked: set[int] = field(default_factory=set)  # environments whose hint the auditor rejected
     tokens: int | None = None  # tokens generated writing hints (None: no environment to hint)
     rejected: int | None = None  # hints the auditor rejected
-    plain: set[int] = field(default_factory=set)  # environments played without a hint by design (their window's later iterations)
+    # environments played without a hint by design (their window's later iterations)
+    plain: set[int] = field(default_factory=set)
 
 def play_seeds(records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds) -> dict[int, list[int]]:
     "Each environment's seeds to play this iteration (the `play-seeds` stream)."
@@ -525,16 +599,21 @@ def play_seeds(records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds) -> d
     return {i: [int(x) for x in prng.integers(0, 2**31, cfg.selfplay.seeds_per_env)] for i in records}
 
 def _hint_inputs(env, hrng) -> tuple:
-    "(solution, actions common to two seeds, tokens their first observations share, the environment's own hint) on two `hint-seeds` seeds."
-    iid, other = secrets.token_hex(8), secrets.token_hex(8)  # opaque: the environment cannot tell these resets are for the hint
-    first = [env.reset(seed=int(hrng.integers(0, 2**31)), instance=n)[0] for n in (iid, other)]  # a second seed: what both share is no secret
+    """(solution, actions common to two seeds, tokens their first observations share, the environment's own hint) on two
+    `hint-seeds` seeds."""
+    # opaque: the environment cannot tell these resets are for the hint
+    iid, other = secrets.token_hex(8), secrets.token_hex(8)
+    # a second seed: what both share is no secret
+    first = [env.reset(seed=int(hrng.integers(0, 2**31)), instance=n)[0] for n in (iid, other)]
     sol = env.solution(instance=iid)
     return (sol, set(sol) & set(env.solution(instance=other)),
-            set.intersection(*({*toks, *joined_numbers(toks)} for toks in map(normalize_tokens, first))), env.hint(instance=iid))
+            set.intersection(*({*toks, *joined_numbers(toks)} for toks in map(normalize_tokens, first))),
+            env.hint(instance=iid))
 
 # %% ../nbs/16_selfplay.ipynb #8e5099c6
 def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds, plain=()) -> HintOutcome:
-    "In one worker per environment (closed afterwards; play opens another): certify its play seeds, read a solution, then write the hints (none for `plain`) and audit them, by their text and by playing them."
+    """In one worker per environment (closed afterwards; play opens another): certify its play seeds, read a solution,
+    then write the hints (none for `plain`) and audit them, by their text and by playing them."""
     if not records: return HintOutcome()
     from spade_nb.sandbox import SandboxedEnv, SandboxError
     rows, certified, hrng, todo, envs = [], {}, seeds.numpy('hint-seeds'), play_seeds(records, cfg, seeds), {}
@@ -548,14 +627,17 @@ def hint_stage(policy, records: dict[int, EnvRecord], cfg: RunConfig, seeds: See
                 else: envs.pop(i).close()  # no hint to play in it
             except SandboxError: certified.pop(i, None)  # play certifies it in a worker of its own, and finds out why
         ids, kinds, sols, commons, shared, inline = (list(x) for x in zip(*rows)) if rows else ([],) * 6
-        hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline, seed=seeds.int_seed('hints') % 2**31,
+        hs = write_hints(policy, [records[i].code for i in ids], sols, kinds, cfg.hints, inline=inline,
+                         seed=seeds.int_seed('hints') % 2**31,
                          common_actions=commons, common_tokens=shared)
         for i, h in zip(ids, hs):  # by behaviour: the hint's own phrases, played, must not win
             if h.ok: h.ok, h.reason = _hint_behaves(envs[i], h.text, hrng)
     finally:
         for env in envs.values(): env.close()
-    return HintOutcome({i: h.text for i, h in zip(ids, hs) if h.ok}, certified, {i for i, h in zip(ids, hs) if not h.ok},
-                       tokens=sum(len(h.completion.token_ids) for h in hs if h.completion is not None), rejected=sum(not h.ok for h in hs),
+    return HintOutcome({i: h.text for i, h in zip(ids, hs) if h.ok}, certified,
+                       {i for i, h in zip(ids, hs) if not h.ok},
+                       tokens=sum(len(h.completion.token_ids) for h in hs if h.completion is not None),
+                       rejected=sum(not h.ok for h in hs),
                        plain={i for i in plain if i in records})
 
 def _hint_behaves(env, text: str, hrng) -> tuple[bool, str]:
@@ -579,9 +661,11 @@ def _admission_pair(r: EnvRecord, rng) -> list[Replay]:
     return by_seed[sorted(by_seed)[int(rng.integers(len(by_seed)))]] if by_seed else []
 
 def play_stage(policy, records: dict[int, EnvRecord], hinted: HintOutcome, cfg: RunConfig, seeds: Seeds) -> PlayOutcome:
-    "Play `records` on their certified seeds, both arms where there is a hint; the audit re-plays admission's replays of one seed each."
+    """Play `records` on their certified seeds, both arms where there is a hint; the audit re-plays admission's replays
+    of one seed each."""
     todo, rrng = play_seeds(records, cfg, seeds), seeds.numpy('replay-seeds')
-    jobs = [EnvJob(i, r.code, seeds=todo[i], plays=cfg.selfplay.plays, hint=hinted.hints.get(i), certified=hinted.certified.get(i),
+    jobs = [EnvJob(i, r.code, seeds=todo[i], plays=cfg.selfplay.plays, hint=hinted.hints.get(i),
+                   certified=hinted.certified.get(i),
                    replays=_admission_pair(r, rrng)) for i, r in records.items()]
     res = play(policy, jobs, cfg.rollout, seed=seeds.int_seed('play') % 2**31, limits=cfg.admission.limits)
     return PlayOutcome(res, sum(sum(e.loss_mask) for e in res.episodes))
@@ -599,18 +683,23 @@ def _note(env_id: int, res: RolloutResult, hinted: HintOutcome) -> str | None:
     if env_id in hinted.plain: return 'window: played without the hint'
     return None if env_id in hinted.hints else 'no hint'
 
-def score_stage(memory: EnvMemory, played: PlayOutcome, hinted: HintOutcome, cfg: RunConfig, it: int, seeds: Seeds) -> dict[int, EnvScores]:
-    "Per-environment metrics (`env_metrics`) of the environments that played cleanly; writes their scores (or why there are none) and plays to `memory`, and takes out of it environments a replay caught (side effects)."
+def score_stage(memory: EnvMemory, played: PlayOutcome, hinted: HintOutcome, cfg: RunConfig, it: int,
+                seeds: Seeds) -> dict[int, EnvScores]:
+    """Per-environment metrics (`env_metrics`) of the environments that played cleanly; writes their scores (or why
+    there are none) and plays to `memory`, and takes out of it environments a replay caught (side effects)."""
     res = played.result
-    caught = {k for k, v in res.failures.items() if v == 'replay'}  # behaved otherwise in play than where it was examined
+    # behaved otherwise in play than where it was examined
+    caught = {k for k, v in res.failures.items() if v == 'replay'}
     for env_id in sorted(caught): memory.reject(env_id, 'replay', res.mismatches.get(env_id, ''), it)
     clean = [e for e in res.episodes if e.env_id not in res.failures]
-    per_env = env_metrics(clean, seed=seeds.int_seed('bootstrap') % 2**31, level=cfg.reward.level, n_boot=cfg.reward.n_boot,
+    per_env = env_metrics(clean, seed=seeds.int_seed('bootstrap') % 2**31, level=cfg.reward.level,
+                          n_boot=cfg.reward.n_boot,
                           method=cfg.reward.interval)
     for env_id in dict.fromkeys(e.env_id for e in res.episodes):
         em, n = per_env.get(env_id), sum(e.env_id == env_id for e in res.episodes)
         memory.update_scores(env_id, iteration=it, plays=n, note=_note(env_id, res, hinted),
-                             **{k: getattr(em, k, None) for k in ('regret', 'regret_lo', 'regret_hi', 'win_rate_hint', 'win_rate_nohint')})
+                             **{k: getattr(em, k, None) for k in ('regret', 'regret_lo', 'regret_hi', 'win_rate_hint',
+                                                                  'win_rate_nohint')})
         if env_id not in res.failures: memory.record_plays(env_id, it, [e for e in clean if e.env_id == env_id])
     return per_env
 
@@ -643,7 +732,8 @@ class RewardOutcome:
     plays: float | None = None  # mean plays (both arms) a reward rests on
     masked: int = 0  # rewards below 0 of played environments (left out of the update)
     seed_share: float | None = None  # mean seed share
-    unrewarded: dict[str, int] = field(default_factory=dict)  # designs left without a reward, by reason (`RewardParts.why`)
+    # designs left without a reward, by reason (`RewardParts.why`)
+    unrewarded: dict[str, int] = field(default_factory=dict)
     novelty_scaled: int = 0  # positive rewards scaled down as near-copies
 
 def due_designs(pending: list[PendingDesign], cfg: RunConfig, it: int) -> list[PendingDesign]:
@@ -655,22 +745,27 @@ def window_reward(memory: EnvMemory, d: PendingDesign, cfg: RunConfig, it: int) 
     "The reward of design `d` from its environment's plays and notes in the memory, iterations `d.iteration` to `it`."
     hist = [h for h in memory.history(d.env_id) if d.iteration <= h['iteration'] <= it]
     failure = next((h['note'][len('failed: '):] for h in hist if (h['note'] or '').startswith('failed: ')), None)
-    if failure == 'replay': return RewardParts(cfg.reward.inadmissible, None)  # a cheat caught late earns what a rejected design does
+    # a cheat caught late earns what a rejected design does
+    if failure == 'replay': return RewardParts(cfg.reward.inadmissible, None)
     leaked = any(h['iteration'] == d.iteration and h['note'] == 'hint leaked' for h in hist)
     plays = memory.plays(d.env_id, since=d.iteration, until=it)
-    try: similarity = memory.get(d.env_id).max_similarity  # when it was admitted: a near-copy's reward is scaled by its novelty
+    # when it was admitted: a near-copy's reward is scaled by its novelty
+    try: similarity = memory.get(d.env_id).max_similarity
     except KeyError: similarity = None  # taken out of the memory since (its plays and notes remain)
-    return reward_parts(cfg.reward, plays, [p.iteration for p in plays], failure=failure, hint_leaked=leaked, similarity=similarity)
+    return reward_parts(cfg.reward, plays, [p.iteration for p in plays], failure=failure, hint_leaked=leaked,
+                        similarity=similarity)
 
 # %% ../nbs/16_selfplay.ipynb #ac458583
 def _row(d: PendingDesign, p: RewardParts, it: int) -> RewardRow:
     f = p.figures
-    return RewardRow(d.sample.episode_id, d.env_id, d.skill, d.iteration, it, p.reward, p.masked, f.plays if f else None,
+    return RewardRow(d.sample.episode_id, d.env_id, d.skill, d.iteration, it, p.reward, p.masked,
+                     f.plays if f else None,
                      f.iterations if f else None, f.win_rate if f else None, f.regret.mean if f and f.regret else None,
                      f.learning_progress if f else None, f.seed_share if f else None, p.components, p.novelty, p.why)
 
 def reward_stage(memory: EnvMemory, due: list[PendingDesign], cfg: RunConfig, it: int) -> RewardOutcome:
-    "Set the reward (and mask) of each `due` admitted design from its window (side effect on `due`); the rows and their means."
+    """Set the reward (and mask) of each `due` admitted design from its window (side effect on `due`); the rows and
+    their means."""
     rows = []
     for d in due:
         if d.env_id is None or d.reward is not None: continue
@@ -718,7 +813,8 @@ class UpdateOutcome:
     adapter_version: int | None
 
 def agent_samples(e, format_bonus: float = 0.0) -> list[Sample]:
-    "An episode's training samples (one, or one per turn where the template rewrites earlier turns); its reward plus `format_bonus` x the share of turns whose action parsed."
+    """An episode's training samples (one, or one per turn where the template rewrites earlier turns); its reward plus
+    `format_bonus` x the share of turns whose action parsed."""
     out = e.to_samples()
     for s in out:
         if format_bonus: s.reward = s.reward + format_bonus * (1 - e.parse_failures / max(1, e.turns))
@@ -726,20 +822,23 @@ def agent_samples(e, format_bonus: float = 0.0) -> list[Sample]:
 
 def update_stage(trainer, policy, played: PlayOutcome, designed: DesignOutcome | None, buffer: list[PendingDesign],
                  cfg: RunConfig, it: int) -> UpdateOutcome:
-    "Train on this iteration's agent samples and the buffered designer samples whose delay is up (with their staleness: the trainer corrects for it)."
+    """Train on this iteration's agent samples and the buffered designer samples whose delay is up (with their
+    staleness: the trainer corrects for it)."""
     sp, res = cfg.selfplay, played.result
     buffer = buffer + (designed.pending if designed else [])
     agent = [s for e in res.trained_episodes(cfg.rollout) for s in agent_samples(e, sp.format_bonus)]
     due = due_designs(buffer, cfg, it)  # each waits its skill's delay
     designer = [d.to_sample(it) for d in due if d.reward is not None and not d.masked] if sp.train_designer else []
     buffer = [d for d in buffer if d not in due] if sp.train_designer else []
-    with getattr(policy, 'offloaded', contextlib.nullcontext)():  # an engine on the same GPU sleeps while the trainer runs (optional in a backend)
+    # an engine on the same GPU sleeps while the trainer runs (optional in a backend)
+    with getattr(policy, 'offloaded', contextlib.nullcontext)():
         tm = trainer.train_step(agent + designer)
     return UpdateOutcome(UpdateStats.of(tm), len(agent), len(designer), buffer, policy.adapter_version)
 
 # %% ../nbs/16_selfplay.ipynb #dfa78890
 def memory_diversity(memory: EnvMemory, *, sample: int = 256) -> dict:
-    "Does the designer collapse into one kind? Its live environments (seeds excluded) and every design it ever had admitted."
+    """Does the designer collapse into one kind? Its live environments (seeds excluded) and every design it ever had
+    admitted."""
     live = [r for r in memory.records() if r.origin == 'designer']  # the memory's records are all admitted
     ever = memory.fingerprint_counts('designer')  # evicted ones too, counted in SQLite (a long run evicts many)
     ids = [r.id for r in live]
@@ -747,7 +846,8 @@ def memory_diversity(memory: EnvMemory, *, sample: int = 256) -> dict:
     mix = {}
     for r in live: mix[r.skill] = mix.get(r.skill, 0) + 1
     return {'memory_designed': len(live), 'memory_designed_ever': ever['ever'],
-            'memory_distinct_behavioural': ever['distinct_behavioural'], 'memory_distinct_structural': ever['distinct_structural'],
+            'memory_distinct_behavioural': ever['distinct_behavioural'],
+            'memory_distinct_structural': ever['distinct_structural'],
             'memory_similarity': memory.similarity(ids), 'memory_skill_mix': mix,
             'memory_near_duplicate_share': sum(r.near_duplicate_of is not None for r in live) / max(1, len(live))}
 
@@ -759,14 +859,17 @@ def _play_columns(per_env: dict[int, EnvScores], skills: dict[int, str]) -> dict
     rows, by_skill = list(per_env.values()), {}
     regrets = [v for v in rows if v.regret is not None]
     for env_id, v in per_env.items(): by_skill.setdefault(skills[env_id], []).append(v.win_rate_nohint)
-    return dict(**{f'regret_{k}': _mean_of(regrets, f'regret{s}') for k, s in (('mean', ''), ('lo', '_lo'), ('hi', '_hi'))},
-                **{k: _mean_of(rows, k) for k in ('R_hint', 'R_no_hint', 'win_rate_hint', 'win_rate_nohint', 'parse_failure_rate')},
+    return dict(**{f'regret_{k}': _mean_of(regrets, f'regret{s}') for k,
+                   s in (('mean', ''), ('lo', '_lo'), ('hi', '_hi'))},
+                **{k: _mean_of(rows, k) for k in ('R_hint', 'R_no_hint', 'win_rate_hint', 'win_rate_nohint',
+                                                  'parse_failure_rate')},
                 win_rate_by_skill={k: _mean_or_none(v) for k, v in by_skill.items() if any(x is not None for x in v)})
 
 def _reward_columns(rw: RewardOutcome) -> dict:
     "The designer-reward columns of the designs whose window closed."
     from_plays = sum(r.plays is not None for r in rw.rows)
-    return dict(designer_rewards=len(rw.rows), designer_reward_plays=rw.plays, designer_masked=rw.masked, seed_share=rw.seed_share,
+    return dict(designer_rewards=len(rw.rows), designer_reward_plays=rw.plays, designer_masked=rw.masked,
+                seed_share=rw.seed_share,
                 designer_masked_share=rw.masked / from_plays if from_plays else None, reward_components=rw.components,
                 designer_unrewarded=rw.unrewarded, novelty_scaled=rw.novelty_scaled)
 
@@ -774,7 +877,8 @@ def _eval_columns(evaluation: Evaluation, origin: Evaluation | None) -> dict:
     "The held-out columns, the base model's (`origin`) too at iteration 0."
     out = dict(win_rate_heldout=evaluation.win_rate, heldout_lo=evaluation.lo, heldout_hi=evaluation.hi,
                heldout_episodes=evaluation.episodes, win_rate_heldout_by_env=evaluation.by_env)
-    if origin is not None: out.update(win_rate_heldout_origin=origin.win_rate, heldout_origin_lo=origin.lo, heldout_origin_hi=origin.hi)
+    if origin is not None:
+        out.update(win_rate_heldout_origin=origin.win_rate, heldout_origin_lo=origin.lo, heldout_origin_hi=origin.hi)
     return out
 
 def _cost_columns(seconds: dict, tokens: dict) -> dict:
@@ -783,14 +887,19 @@ def _cost_columns(seconds: dict, tokens: dict) -> dict:
     spent = made + sum(seconds.get(k) or 0 for k in ('play', 'train', 'eval'))
     written = (tokens['tokens_design'] or 0) + (tokens['tokens_hint'] or 0)
     return dict(**{('seconds' if k == 'total' else f'seconds_{k}'): v for k, v in seconds.items()},
-                share_seconds_environments=made / max(1e-9, spent), share_tokens_environments=written / max(1, written + (tokens['tokens_play'] or 0)))
+                share_seconds_environments=made / max(1e-9, spent),
+                share_tokens_environments=written / max(1, written + (tokens['tokens_play'] or 0)))
 
 # %% ../nbs/16_selfplay.ipynb #6e92ca5a
-def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, played: PlayOutcome, per_env: dict[int, EnvScores],
+def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, played: PlayOutcome,
+              per_env: dict[int, EnvScores],
               skills: dict[int, str], updated: UpdateOutcome, evaluation: Evaluation, memory: dict, seconds: dict,
               rewarded: RewardOutcome | None = None, origin: Evaluation | None = None) -> IterationMetrics:
-    "The metric row: `skills` maps played environment ids to their skill, `memory` is `memory_diversity` plus `memory_size`, `seconds` the stage times, `rewarded` what `reward_stage` computed, `origin` the held-out evaluation before the first update."
-    tokens = dict(tokens_design=designed.tokens if designed else None, tokens_hint=hinted.tokens, tokens_play=played.tokens)
+    """The metric row: `skills` maps played environment ids to their skill, `memory` is `memory_diversity` plus
+    `memory_size`, `seconds` the stage times, `rewarded` what `reward_stage` computed, `origin` the held-out
+    evaluation before the first update."""
+    tokens = dict(tokens_design=designed.tokens if designed else None, tokens_hint=hinted.tokens,
+                  tokens_play=played.tokens)
     return IterationMetrics(
         it, **memory, **(asdict(designed.counts) if designed else {}), **tokens,
         hints_rejected=hinted.rejected, window_envs=len(hinted.plain),
@@ -824,7 +933,8 @@ def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -
         corpus = Corpus.embedded() if sp.corpus == 'embedded' else Corpus.from_path(sp.corpus, skip_bad=True)
     memory = EnvMemory(run_dir.path/'memory.sqlite', capacity=sp.memory_capacity)
     rng = seeds.numpy('setup')
-    heldout = open_heldout(sp.heldout, cfg.admission, rng, n=sp.heldout_instances, seed=sp.heldout_seed, attempts=sp.heldout_attempts)
+    heldout = open_heldout(sp.heldout, cfg.admission, rng, n=sp.heldout_instances, seed=sp.heldout_seed,
+                           attempts=sp.heldout_attempts)
     if fresh and len(memory.records(include_evicted=True)) == 0:
         if sp.fixed_pool and sp.fixed_pool_path: memory.import_jsonl(sp.fixed_pool_path, iteration=-1)
         else:
@@ -836,7 +946,8 @@ def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -
     return RunParts(policy, trainer, corpus, memory, heldout)
 
 def readmit_stale(memory: EnvMemory, admission: AdmissionConfig, rng) -> list[int]:
-    "Re-admit the records admitted under older rules (`ADMISSION_VERSION`); those that fail move to the rejected table (ids returned)."
+    """Re-admit the records admitted under older rules (`ADMISSION_VERSION`); those that fail move to the rejected table
+    (ids returned)."""
     stale = memory.stale(ADMISSION_VERSION)
     if not stale: return []
     verdicts = admit_many([r.code for r in stale], admission_seeds(rng, len(stale), admission.n_seeds), admission)
@@ -857,7 +968,8 @@ class StageClock:
 
     @contextlib.contextmanager
     def __call__(self, name: str, note: str = ''):
-        "Time stage `name` (its seconds add up over repeats) and say it started (and how big it is: 'design 4 environments')."
+        """Time stage `name` (its seconds add up over repeats) and say it started (and how big it is: 'design 4
+        environments')."""
         self.bar.n = STAGES.index(name)  # stages done; skipped ones (design between regenerations) count as done
         self.bar.set_postfix_str(f'{name} {note}'.strip())
         if self.log is not None:
@@ -871,16 +983,20 @@ class StageClock:
     def close(self): self.bar.close()
 
 # %% ../nbs/16_selfplay.ipynb #e7f5b516
-def choose_envs(memory: EnvMemory, new: list[int], window: list[int], cfg: RunConfig, it: int, seeds: Seeds) -> dict[int, EnvRecord]:
-    "This iteration's environments: the `new` designs, those in their `window`, and `replay_envs` others drawn from the memory."
+def choose_envs(memory: EnvMemory, new: list[int], window: list[int], cfg: RunConfig, it: int,
+                seeds: Seeds) -> dict[int, EnvRecord]:
+    """This iteration's environments: the `new` designs, those in their `window`, and `replay_envs` others drawn from
+    the memory."""
     sp = cfg.selfplay
-    replay = memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False,  # older environments only
+    # older environments only
+    replay = memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False,
                                   exclude=[*new, *window]) if sp.replay_envs else []
     return {i: memory.get(i) for i in dict.fromkeys([*new, *window, *replay])}
 
 # %% ../nbs/16_selfplay.ipynb #95acba26
 def write_transcripts(rd: RunDir, it: int, designed: DesignOutcome | None, rewarded: RewardOutcome):
-    "The iteration's rewards, designs and rejected designs transcripts; a first attempt's row carries its reward (an admitted design's once its window closed)."
+    """The iteration's rewards, designs and rejected designs transcripts; a first attempt's row carries its reward (an
+    admitted design's once its window closed)."""
     rd.transcripts(it, 'rewards', [asdict(r) for r in rewarded.rows])
     if designed is None: return
     for r in designed.rows: r.reward = designed.pending[r.pending].reward if r.pending is not None else None
@@ -892,10 +1008,14 @@ class SelfPlay:
     "A self-play run in `run_dir`: `run()` to go, `SelfPlay.resume(run_dir)` to continue after a crash or a kill."
     def __init__(self, cfg: RunConfig, parts: RunParts, run_dir: RunDir, *, log=print, progress: bool | None = None):
         self.cfg, self.parts, self.run_dir, self.log = cfg, parts, run_dir, log
-        self.progress = progress  # None: a stage bar where stderr is a terminal, else a line per stage through `log`; False: neither
-        self.seeds, self.buffer, self.next_iteration = Seeds(cfg.seed), [], 0  # buffer: designer samples waiting for the delay
-        self.policy, self.trainer, self.memory, self.heldout, self.dir = parts.policy, parts.trainer, parts.memory, parts.heldout, run_dir.path
-        self.final = cfg.selfplay.iterations - 1  # the held-out set is evaluated here whatever eval_interval says (`run` moves it to its own last)
+        # None: a stage bar where stderr is a terminal, else a line per stage through `log`; False: neither
+        self.progress = progress
+        # buffer: designer samples waiting for the delay
+        self.seeds, self.buffer, self.next_iteration = Seeds(cfg.seed), [], 0
+        self.policy, self.trainer, self.memory, self.heldout, self.dir = (parts.policy, parts.trainer, parts.memory,
+                parts.heldout, run_dir.path)
+        # the held-out set is evaluated here whatever eval_interval says (`run` moves it to its own last)
+        self.final = cfg.selfplay.iterations - 1
 
     @classmethod
     def start(cls, cfg: RunConfig, run_dir: str | Path, *, policy=None, **kw) -> SelfPlay:
@@ -927,7 +1047,8 @@ class SelfPlay:
         return rows
 
     def iteration(self, it: int) -> dict:
-        "One iteration: design, admit, choose, hint, play, score, reward the designs whose window closes, update, evaluate, summarise, checkpoint."
+        """One iteration: design, admit, choose, hint, play, score, reward the designs whose window closes, update,
+        evaluate, summarise, checkpoint."""
         cfg, sp, rd = self.cfg, self.cfg.selfplay, self.run_dir
         seeds, clock, designed = self.seeds.child(f'iteration-{it}'), StageClock(it, self.progress, self.log), None
         try:
@@ -938,7 +1059,8 @@ class SelfPlay:
                     designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds, policy=self.policy)
             records, hinted, played, per_env = self._hint_play_score(it, designed, seeds, clock)
             pending = self.buffer + (designed.pending if designed else [])
-            rewarded = reward_stage(self.memory, due_designs(pending, cfg, it), cfg, it)  # the designs whose window closes now
+            # the designs whose window closes now
+            rewarded = reward_stage(self.memory, due_designs(pending, cfg, it), cfg, it)
             write_transcripts(rd, it, designed, rewarded)
             origin = self._evaluate(clock, seeds, 'eval-origin', 'the base model') if it == 0 and self.heldout else None
             with clock('train'):
@@ -947,14 +1069,18 @@ class SelfPlay:
             evaluates = (it % sp.eval_interval == 0 or it == self.final) and self.heldout
             evaluation = self._evaluate(clock, seeds, 'eval') if evaluates else Evaluation()
             secs = {'eval': 0.0, **clock.seconds, 'total': clock.total()}
-            row = asdict(summarise(it, designed, hinted, played, per_env, {i: r.skill for i, r in records.items()}, updated, evaluation,
-                                   {**memory_diversity(self.memory), 'memory_size': len(self.memory)}, secs, rewarded, origin))
+            row = asdict(summarise(it, designed, hinted, played, per_env, {i: r.skill for i, r in records.items()},
+                                   updated, evaluation,
+                                   {**memory_diversity(self.memory), 'memory_size': len(self.memory)}, secs, rewarded,
+                                   origin))
             with clock('checkpoint'):
                 rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log)
         finally:
             clock.close()
-        self.log(f"iteration {it}: admitted {row['admitted']}, regret {_fmt(row['regret_mean'])}, win rate {_fmt(row['win_rate_nohint'])}, "
-                 f"held-out {_fmt(row['win_rate_heldout'])}, losses {_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
+        self.log(f"iteration {it}: admitted {row['admitted']}, regret {_fmt(row['regret_mean'])}, win rate "
+                 f"{_fmt(row['win_rate_nohint'])}, "
+                 f"held-out {_fmt(row['win_rate_heldout'])}, losses "
+                 f"{_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
         return row
 
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
@@ -962,10 +1088,12 @@ def _fmt(x): return '-' if x is None else f'{x:.3f}'
 # %% ../nbs/16_selfplay.ipynb #be81905d
 @patch
 def _evaluate(self: SelfPlay, clock: StageClock, seeds: Seeds, stream: str, what: str = '') -> Evaluation:
-    "The held-out set played without hints, on the run's held-out seeds (the same at every evaluation: the curve is paired)."
+    """The held-out set played without hints, on the run's held-out seeds (the same at every evaluation: the curve is
+    paired)."""
     sp = self.cfg.selfplay
     with clock('eval', f'{len(self.heldout)} held-out environments' + (f', {what}' if what else '')):
-        return evaluate_heldout(self.policy, self.heldout, self.cfg.rollout, self.cfg.admission.limits, eval_seeds=sp.eval_seeds,
+        return evaluate_heldout(self.policy, self.heldout, self.cfg.rollout, self.cfg.admission.limits,
+                                eval_seeds=sp.eval_seeds,
                                 rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed(stream) % 2**31)
 
 # %% ../nbs/16_selfplay.ipynb #0893758d
@@ -973,7 +1101,8 @@ def _evaluate(self: SelfPlay, clock: StageClock, seeds: Seeds, stream: str, what
 def _hint_play_score(self: SelfPlay, it: int, designed: DesignOutcome | None, seeds: Seeds, clock: StageClock) -> tuple:
     "Choose, hint, play and score this iteration's environments: (records, hinted, played, per-environment metrics)."
     cfg, sp = self.cfg, self.cfg.selfplay
-    window = self.memory.live([d.env_id for d in self.buffer if d.env_id is not None and d.reward is None])  # designs in their window
+    # designs in their window
+    window = self.memory.live([d.env_id for d in self.buffer if d.env_id is not None and d.reward is None])
     records = choose_envs(self.memory, designed.new_envs if designed else [], window, cfg, it, seeds)
     with clock('hints', f'{len(records)} environments'):
         hinted = hint_stage(self.policy, records, cfg, seeds, plain=set(window))
@@ -990,7 +1119,8 @@ PLOTS = {
     'validity': [('validity_rate', 'admitted share')],
     'heldout': [('win_rate_heldout', 'held-out win rate'), ('heldout_lo', 'low'), ('heldout_hi', 'high')],
     'loss': [('loss_agent', 'agent'), ('loss_designer', 'designer')],
-    'time': [('seconds_design', 'design'), ('seconds_admit', 'admit'), ('seconds_hints', 'hints'), ('seconds_play', 'play'),
+    'time': [('seconds_design', 'design'), ('seconds_admit', 'admit'), ('seconds_hints', 'hints'),
+             ('seconds_play', 'play'),
              ('seconds_train', 'train'), ('seconds_eval', 'eval')],
 }
 
@@ -1017,7 +1147,8 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     return out
 
 class Run:
-    "A run directory read back as Python objects: config, provenance, metrics (a list, and a DataFrame), memory, transcripts."
+    """A run directory read back as Python objects: config, provenance, metrics (a list, and a DataFrame), memory,
+    transcripts."""
     def __init__(self, path: Path):
         self.path = Path(path)
         self.config = RunConfig.from_yaml(self.path/'config.yaml')
@@ -1028,7 +1159,8 @@ class Run:
     @classmethod
     def load(cls, path: str | Path) -> Run:
         path = Path(path)
-        if not (path/'config.yaml').is_file(): raise RunDirError(f'{path} is not a spade_nb run directory (no config.yaml)')
+        if not (path/'config.yaml').is_file():
+            raise RunDirError(f'{path} is not a spade_nb run directory (no config.yaml)')
         return cls(path)
 
     read_metrics = staticmethod(read_metrics)
@@ -1042,4 +1174,5 @@ class Run:
         p = self.path/'transcripts'/f'iteration-{iteration:04d}'/f'{kind}.jsonl'
         return [json.loads(l) for l in p.read_text().splitlines()] if p.is_file() else []
 
-    def __repr__(self): return f'Run({str(self.path)!r}, {len(self.metrics)} iterations, {len(self.memory)} environments)'
+    def __repr__(self):
+        return f'Run({str(self.path)!r}, {len(self.metrics)} iterations, {len(self.memory)} environments)'

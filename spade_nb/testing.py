@@ -15,21 +15,25 @@ __all__ = ['GUESSING_GAME', 'FAST_RUN', 'FAST_ITERATION', 'known_good_design', '
 
 # %% ../nbs/15b_testing.ipynb #87bd074d
 def known_good_design(base: str = 'NumberPathEnv') -> str:
-    "A seed environment renamed and changed into a new structure that admission accepts (`NumberPathEnv` or `GridWalkEnv`)."
+    """A seed environment renamed and changed into a new structure that admission accepts (`NumberPathEnv` or
+    `GridWalkEnv`)."""
     from spade_nb.seeds import seed_sources
     src = seed_sources()[base]
     if base == 'NumberPathEnv':
-        return (src.replace('class NumberPathEnv', 'class StepsToTargetEnv').replace('"add"', '"plus"').replace("'add'", "'plus'")
+        return (src.replace('class NumberPathEnv', 'class StepsToTargetEnv').replace('"add"',
+                '"plus"').replace("'add'", "'plus'")
                 .replace("        self.value = self._apply(self.value, move)\n",
                          "        self.value = self._apply(self.value, move)\n        self.last_move = move\n"))
     if base == 'GridWalkEnv':
-        return (src.replace('class GridWalkEnv', 'class MazeEnv').replace('Reply with up, down, left or right.', 'Moves: up, down, left, right.')
+        return (src.replace('class GridWalkEnv', 'class MazeEnv').replace('Reply with up, down, left or right.',
+                'Moves: up, down, left, right.')
                 .replace('        self.turn = 0\n', '        self.turn = 0\n        self.kind = 1\n'))
     raise ValueError(f'known_good_design: no variant of {base!r}; choose NumberPathEnv or GridWalkEnv')
 
 # %% ../nbs/15b_testing.ipynb #13421f8a
 def counting_script(good: str, action: str = 'plus'):
-    "Designs alternate good, unparsable; hints come from the environment; episodes alternate in pairs between a boxed action and none."
+    """Designs alternate good, unparsable; hints come from the environment; episodes alternate in pairs between a boxed
+    action and none."""
     designs, episodes = itertools.count(), {}
     def script(text: str, k: int) -> str | None:
         if 'Environment Designer' in text:
@@ -41,7 +45,8 @@ def counting_script(good: str, action: str = 'plus'):
     return script
 
 def stateless_script(good: str, action: str = 'up'):
-    "Like `counting_script`, but a function of the prompt alone: a resumed process replies exactly as an uninterrupted one."
+    """Like `counting_script`, but a function of the prompt alone: a resumed process replies exactly as an uninterrupted
+    one."""
     def script(text: str, k: int) -> str | None:
         h = zlib.crc32(text.encode())
         if 'Environment Designer' in text: return f'```python\n{good}\n```' if h % 2 == 0 else 'no idea'
@@ -86,31 +91,45 @@ class GuessEnv(TextEnv):
 '''
 
 def guessing_game(module: str = '', init: str = '', reset: str = '', step: str = '', replace=()) -> str:
-    "The guessing game's source with code inserted at its hooks and `replace` edits (old, new) applied; each old must occur."
+    """The guessing game's source with code inserted at its hooks and `replace` edits (old, new) applied; each old must
+    occur."""
     import textwrap
     src = GUESSING_GAME
-    for hook, code in (('#MODULE', module), ('        #INIT', init), ('        #RESET', reset), ('        #STEP', step)):
-        src = src.replace(hook, textwrap.indent(textwrap.dedent(code).strip('\n'), '' if hook == '#MODULE' else '        ') if code else '')
+    for hook, code in (('#MODULE', module), ('        #INIT', init), ('        #RESET', reset),
+                       ('        #STEP', step)):
+        src = src.replace(hook, textwrap.indent(textwrap.dedent(code).strip('\n'),
+                                                '' if hook == '#MODULE' else '        ') if code else '')
     for old, new in replace:
         if old not in src: raise ValueError(f'guessing_game: {old!r} is not in the source')
         src = src.replace(old, new)
     return src
 
 # %% ../nbs/15b_testing.ipynb #7f78547a
-FAST_RUN = ['selfplay.iterations=3', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2', 'selfplay.eval_seeds=1',
-            'selfplay.heldout=[CaesarEnv]', 'designer.max_new_tokens=24', 'designer.document_tokens=64', 'hints.max_new_tokens=8',
-            'rollout.max_new_tokens=8', 'rollout.max_turns=2', 'rollout.demonstrations=0', 'trainer.lr=1e-2', 'selfplay.format_bonus=0.1',
+FAST_RUN = ['selfplay.iterations=3', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2',
+            'selfplay.eval_seeds=1',
+            'selfplay.heldout=[CaesarEnv]', 'designer.max_new_tokens=24', 'designer.document_tokens=64',
+            'hints.max_new_tokens=8',
+            'rollout.max_new_tokens=8', 'rollout.max_turns=2', 'rollout.demonstrations=0', 'trainer.lr=1e-2',
+            'selfplay.format_bonus=0.1',
             'selfplay.progress_bonus=0.05', 'designer.max_new_tokens=1024', 'hints.source=inline',
-            'seed=2']  # three scripted iterations: the resume test (seed 2: a design admitted at 0 is played over its window at 1)
-FAST_ITERATION = ['selfplay.iterations=1', 'selfplay.designer_delay=0', 'selfplay.heldout=[CaesarEnv]', 'selfplay.eval_seeds=1',
-                  'selfplay.replay_envs=1', 'selfplay.progress_bonus=0.05', 'selfplay.format_bonus=0.1', 'designer.skills=[reasoning_game]',
-                  'designer.max_new_tokens=1024', 'selfplay.designs_per_iteration=2', 'hints.source=inline', 'hints.max_new_tokens=8',
-                  'rollout.max_new_tokens=8', 'rollout.max_turns=2', 'rollout.demonstrations=0', 'trainer.lr=1e-2', 'llm.max_context=1024',
-                  'designer.document_tokens=64', 'designer.n_positive=0', 'designer.n_negative=0']  # one scripted iteration: notebook 16
+            # three scripted iterations: the resume test (seed 2: a design admitted at 0 is played over its window at
+            # 1)
+            'seed=2']
+FAST_ITERATION = ['selfplay.iterations=1', 'selfplay.designer_delay=0', 'selfplay.heldout=[CaesarEnv]',
+                  'selfplay.eval_seeds=1',
+                  'selfplay.replay_envs=1', 'selfplay.progress_bonus=0.05', 'selfplay.format_bonus=0.1',
+                  'designer.skills=[reasoning_game]',
+                  'designer.max_new_tokens=1024', 'selfplay.designs_per_iteration=2', 'hints.source=inline',
+                  'hints.max_new_tokens=8',
+                  'rollout.max_new_tokens=8', 'rollout.max_turns=2', 'rollout.demonstrations=0', 'trainer.lr=1e-2',
+                  'llm.max_context=1024',
+                  # one scripted iteration: notebook 16
+                  'designer.document_tokens=64', 'designer.n_positive=0', 'designer.n_negative=0']
 
 # %% ../nbs/15b_testing.ipynb #fe7d0e34
 def measure_step(spec: dict) -> dict:
-    "Peak memory of one `train_step` on a random model of `spec`'s shape (see `measure_step_in_subprocess`); figures in bytes."
+    """Peak memory of one `train_step` on a random model of `spec`'s shape (see `measure_step_in_subprocess`); figures
+    in bytes."""
     import tempfile
     import numpy as np
     import torch
@@ -119,7 +138,8 @@ def measure_step(spec: dict) -> dict:
     from spade_nb.llm import LLMConfig, embedded_model_path, qwen3_tokenizer_path
     from spade_nb.policy import load_policy
     from spade_nb.trainer import MemoryPeak, ModelDims, Trainer, TrainerConfig, _status_bytes
-    s = {'arch': 'llama', 'hidden': 256, 'intermediate': 768, 'layers': 2, 'heads': 4, 'kv_heads': 2, 'rows': 2, 'length': 512,
+    s = {'arch': 'llama', 'hidden': 256, 'intermediate': 768, 'layers': 2, 'heads': 4, 'kv_heads': 2, 'rows': 2,
+         'length': 512,
          'quantization': 'none', 'trainer': {}, 'warmup': True, **spec}
     if s['arch'] == 'qwen3':
         from transformers import Qwen3Config as C, Qwen3ForCausalLM as M
@@ -127,18 +147,22 @@ def measure_step(spec: dict) -> dict:
     else:
         from transformers import LlamaConfig as C, LlamaForCausalLM as M
         tok = AutoTokenizer.from_pretrained(embedded_model_path())
-    cfg = C(vocab_size=len(tok), hidden_size=s['hidden'], intermediate_size=s['intermediate'], num_hidden_layers=s['layers'],
+    cfg = C(vocab_size=len(tok), hidden_size=s['hidden'], intermediate_size=s['intermediate'],
+            num_hidden_layers=s['layers'],
             num_attention_heads=s['heads'], num_key_value_heads=s['kv_heads'], head_dim=s['hidden'] // s['heads'],
-            max_position_embeddings=s['length'] + 8, tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+            max_position_embeddings=s['length'] + 8, tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id)
     before = _status_bytes('VmRSS')
     with tempfile.TemporaryDirectory() as work:
         torch.manual_seed(0)
         M(cfg).save_pretrained(work); tok.save_pretrained(work)
-        pol = load_policy(LLMConfig(model=work, quantization=s['quantization'], dtype='float32', device='cpu', max_context=s['length'] + 8))
+        pol = load_policy(LLMConfig(model=work, quantization=s['quantization'], dtype='float32', device='cpu',
+                                    max_context=s['length'] + 8))
     tcfg = TrainerConfig(micro_batch_tokens=s['rows'] * s['length'], max_seq_len=s['length'], **s['trainer'])
     tr = Trainer(pol, tcfg)
     rng, p, L = np.random.default_rng(0), s['length'] // 4, s['length']
-    batch = [Sample(rng.integers(100, 40000, L).tolist(), [0] * p + [1] * (L - p), [0.0] * p + [-10.0] * (L - p), 'agent', float(i % 2), 'g')
+    batch = [Sample(rng.integers(100, 40000, L).tolist(), [0] * p + [1] * (L - p), [0.0] * p + [-10.0] * (L - p),
+                    'agent', float(i % 2), 'g')
              for i in range(s['rows'])]
     if s['warmup']: tr.train_step(batch)  # the optimizer's state exists after it
     with MemoryPeak() as m: tr.train_step(batch)
@@ -146,10 +170,13 @@ def measure_step(spec: dict) -> dict:
             'dims': dataclasses.asdict(ModelDims.of(cfg, quantization=s['quantization'])), 'trainer': tcfg.to_dict()}
 
 def measure_step_in_subprocess(spec: dict, timeout: float = 600) -> dict:
-    "`measure_step(spec)` in a fresh Python whose allocator returns freed memory to the system (`MALLOC_MMAP_THRESHOLD_`)."
+    """`measure_step(spec)` in a fresh Python whose allocator returns freed memory to the system
+    (`MALLOC_MMAP_THRESHOLD_`)."""
     import json, os, subprocess, sys
-    code = 'import json, sys; from spade_nb.testing import measure_step; print(json.dumps(measure_step(json.loads(sys.argv[1]))))'
+    code = ('import json, sys; from spade_nb.testing import measure_step; '
+            'print(json.dumps(measure_step(json.loads(sys.argv[1]))))')
     env = {**os.environ, 'MALLOC_MMAP_THRESHOLD_': '65536'}
-    r = subprocess.run([sys.executable, '-c', code, json.dumps(spec)], capture_output=True, text=True, env=env, timeout=timeout)
+    r = subprocess.run([sys.executable, '-c', code, json.dumps(spec)], capture_output=True, text=True, env=env,
+                       timeout=timeout)
     if r.returncode != 0: raise RuntimeError(f'measure_step({spec}) failed: {r.stderr.strip()[-1500:]}')
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -46,10 +46,15 @@ class TrainerConfig(Config):
     loss_agg: Literal['seq_mean', 'token_sum', 'token_mean'] = 'token_mean'
     max_len_const: int = 4096  # Dr. GRPO's constant
     kl_coef: float = 0.0
-    tis_cap: float | Literal['auto'] | None = 'auto'  # truncated importance sampling of every sample, for behaviour log-probs from another engine; 'auto': 2.0 when an engine (vllm, openai) samples, off when the trainer's own model does
+    # truncated importance sampling of every sample, for behaviour log-probs from another engine; 'auto': 2.0 when an
+    # engine (vllm, openai) samples, off when the trainer's own model does
+    tis_cap: float | Literal['auto'] | None = 'auto'
     stale_tis_cap: float | None = 2.0  # ... of samples with staleness > 0 only (delayed designer samples); None: off
-    designer_adv_scale: float = 1.0  # the designer's centred rewards are multiplied by this (the reference: 32-50); a step logs each role's token and gradient share to set it
-    _moved = {'temperature': 'removed: each Sample carries the temperature it was sampled at, and the trainer uses that'}
+    # the designer's centred rewards are multiplied by this (the reference: 32-50); a step logs each role's token and
+    # gradient share to set it
+    designer_adv_scale: float = 1.0
+    _moved = ({'temperature': 'removed: each Sample carries the temperature it was sampled at, and the trainer uses '
+                              'that'})
     micro_batch_tokens: int = 4096  # padded tokens per forward/backward
     max_seq_len: int = 8192
     logp_chunk_mb: float = 256.0  # fp32 logits of one chunk of trained tokens: the LM head runs chunk by chunk
@@ -64,12 +69,15 @@ class TrainerConfig(Config):
         self.check('clip_high', self.clip_high >= 0, 'must be non-negative')
         self.check('micro_batch_tokens', self.micro_batch_tokens >= 16, 'must be at least 16')
         self.check('logp_chunk_mb', self.logp_chunk_mb > 0, 'must be positive')
-        self.check('tis_cap', self.tis_cap in (None, 'auto') or self.tis_cap >= 1, "must be at least 1 (or 'auto', or null: off)")
+        self.check('tis_cap', self.tis_cap in (None, 'auto') or self.tis_cap >= 1,
+                   "must be at least 1 (or 'auto', or null: off)")
         self.check('designer_adv_scale', self.designer_adv_scale > 0, 'must be positive')
 
 # %% ../nbs/15_trainer.ipynb #a82b0afa
-def compute_advantages(samples: Sequence[Sample], *, designer_scale: float = 1.0, eps: float = 1e-6) -> tuple[list[Sample], dict]:
-    "Samples with advantages (agent: z-score per group; designer: centred per group, scaled); zero-variance groups dropped."
+def compute_advantages(samples: Sequence[Sample], *, designer_scale: float = 1.0,
+                       eps: float = 1e-6) -> tuple[list[Sample], dict]:
+    """Samples with advantages (agent: z-score per group; designer: centred per group, scaled); zero-variance groups
+    dropped."""
     groups = defaultdict(list)
     for s in samples: groups[(s.role, s.group)].append(s)
     out, stats = [], {'zero_variance_groups': 0, 'groups': len(groups), 'adv_abs_agent': 0.0, 'adv_abs_designer': 0.0}
@@ -89,7 +97,8 @@ def compute_advantages(samples: Sequence[Sample], *, designer_scale: float = 1.0
 
 # %% ../nbs/15_trainer.ipynb #7c19caa4
 def pg_token_loss(logp, behav, adv, *, clip_low: float, clip_high: float, old=None, tis_cap: float | None = None):
-    "Per-token clipped policy-gradient loss, [B, T]. With `old` (and `tis_cap`), the ratio is to `old` and tokens are TIS-weighted."
+    """Per-token clipped policy-gradient loss, [B, T]. With `old` (and `tis_cap`), the ratio is to `old` and tokens are
+    TIS-weighted."""
     import torch
     base = old if old is not None else behav
     ratio = torch.exp(logp - base)
@@ -129,7 +138,8 @@ def _all_sum(x: float) -> float:
     return float(t.item())
 
 def micro_batches(samples: Sequence[Sample], token_budget: int) -> list[list[Sample]]:
-    "Samples sorted by length and packed so that each batch's padded size stays within `token_budget` (one sample at least)."
+    """Samples sorted by length and packed so that each batch's padded size stays within `token_budget` (one sample at
+    least)."""
     order = sorted(samples, key=lambda s: len(s.token_ids))
     out, cur = [], []
     for s in order:
@@ -140,10 +150,12 @@ def micro_batches(samples: Sequence[Sample], token_budget: int) -> list[list[Sam
     return out
 
 # %% ../nbs/15_trainer.ipynb #212d9625
-_RENAMED = r'`(is_)?gradient_checkpointing(_enable)?` is deprecated'  # transformers 5 renamed these `activation_checkpointing`
+# transformers 5 renamed these `activation_checkpointing`
+_RENAMED = r'`(is_)?gradient_checkpointing(_enable)?` is deprecated'
 
 def _quietly(fn, *args, **kw):
-    "`fn(*args, **kw)` without transformers' warning that peft reads a renamed attribute (peft 0.21 still asks `is_gradient_checkpointing`)."
+    """`fn(*args, **kw)` without transformers' warning that peft reads a renamed attribute (peft 0.21 still asks
+    `is_gradient_checkpointing`)."""
     import warnings
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message=_RENAMED, category=FutureWarning)
@@ -152,14 +164,16 @@ def _quietly(fn, *args, **kw):
 def _checkpoint_activations(model):
     "Recompute activations in the backward pass (non-reentrant), by the name the installed transformers gives it."
     kw = {'use_reentrant': False}
-    if hasattr(model, 'activation_checkpointing_enable'): model.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
+    if hasattr(model, 'activation_checkpointing_enable'):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
     else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)  # transformers before 5
 
 # %% ../nbs/15_trainer.ipynb #5ca1381e
 ENGINE_KINDS = ('engine', 'vllm', 'openai')  # `policy.kind` of a backend whose tokens another engine samples
 
 def resolve_tis_cap(cap: float | str | None, policy) -> float | None:
-    "`tis_cap` as a step applies it: 'auto' is 2.0 when an engine samples the behaviour tokens (`policy.kind`), off when the trainer's own model does."
+    """`tis_cap` as a step applies it: 'auto' is 2.0 when an engine samples the behaviour tokens (`policy.kind`), off
+    when the trainer's own model does."""
     if cap != 'auto': return cap
     return 2.0 if getattr(policy, 'kind', None) in ENGINE_KINDS else None
 
@@ -173,7 +187,8 @@ class Trainer:
         model = policy.model
         quantized = bool(getattr(model, 'is_loaded_in_4bit', False) or getattr(model, 'is_loaded_in_8bit', False))
         if quantized:
-            model = _quietly(prepare_model_for_kbit_training, model, use_gradient_checkpointing=self.cfg.gradient_checkpointing)
+            model = _quietly(prepare_model_for_kbit_training, model,
+                             use_gradient_checkpointing=self.cfg.gradient_checkpointing)
         lcfg = LoraConfig(r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha, lora_dropout=self.cfg.lora_dropout,
                           target_modules=list(self.cfg.target_modules), task_type='CAUSAL_LM')
         with torch.random.fork_rng(devices=[]):  # the same initial adapter in every data-parallel process
@@ -181,7 +196,8 @@ class Trainer:
             if isinstance(model, PeftModel):
                 self.model = model
             else:
-                self.model = _quietly(get_peft_model, model, lcfg, adapter_name='agent' if self.cfg.separate_adapters else 'default')
+                self.model = _quietly(get_peft_model, model, lcfg,
+                                      adapter_name='agent' if self.cfg.separate_adapters else 'default')
             if self.cfg.separate_adapters and 'designer' not in self.model.peft_config:
                 self.model.add_adapter('designer', lcfg)
         if self.cfg.gradient_checkpointing and not quantized:
@@ -202,7 +218,8 @@ class Trainer:
             self.opt = torch.optim.AdamW(self.params, lr=self.cfg.lr, betas=betas, weight_decay=self.cfg.weight_decay)
         from transformers import get_scheduler  # the library's schedules, not a twin of them
         name = {'constant': 'constant_with_warmup', 'linear': 'linear', 'cosine': 'cosine'}[self.cfg.schedule]
-        self.sched = get_scheduler(name, self.opt, num_warmup_steps=self.cfg.warmup_steps, num_training_steps=self.cfg.total_steps)
+        self.sched = get_scheduler(name, self.opt, num_warmup_steps=self.cfg.warmup_steps,
+                                   num_training_steps=self.cfg.total_steps)
         self.step = 0
         self._check_head()
         policy.model = self.model
@@ -219,7 +236,8 @@ def _tensors(self: Trainer, batch: Sequence[Sample]):
     L = min(max(len(s.token_ids) for s in batch), self.cfg.max_seq_len)
     pad = self.policy.pad_id
     ids = torch.full((len(batch), L), pad, dtype=torch.long)
-    att, mask, behav = torch.zeros(len(batch), L, dtype=torch.long), torch.zeros(len(batch), L), torch.zeros(len(batch), L)
+    att, mask, behav = torch.zeros(len(batch), L, dtype=torch.long), torch.zeros(len(batch),
+            L), torch.zeros(len(batch), L)
     for i, s in enumerate(batch):
         n = min(len(s.token_ids), L)
         ids[i, :n] = torch.tensor(s.token_ids[:n]); att[i, :n] = 1
@@ -233,7 +251,8 @@ def _tensors(self: Trainer, batch: Sequence[Sample]):
 
 @patch
 def _proximal(self: Trainer, batch, logp, behav):
-    "(old, cap) for `pg_token_loss`: with `tis_cap`, every row's ratio is to the current policy, TIS-weighted; else stale rows only, with `stale_tis_cap`."
+    """(old, cap) for `pg_token_loss`: with `tis_cap`, every row's ratio is to the current policy, TIS-weighted; else
+    stale rows only, with `stale_tis_cap`."""
     import torch
     stale = torch.tensor([s.staleness > 0 for s in batch], device=logp.device)
     if self.tis_cap is None and (self.cfg.stale_tis_cap is None or not stale.any()): return None, None
@@ -243,7 +262,8 @@ def _proximal(self: Trainer, batch, logp, behav):
 
 # %% ../nbs/15_trainer.ipynb #be7b7ba6
 def selective_logp(hidden, head, targets, temps, *, chunk_tokens: int):
-    "log_softmax(head(hidden) / T)[target] per row of `hidden` [N, H], `chunk_tokens` rows at a time, each chunk recomputed in backward."
+    """log_softmax(head(hidden) / T)[target] per row of `hidden` [N, H], `chunk_tokens` rows at a time, each chunk
+    recomputed in backward."""
     import torch
     from torch.utils.checkpoint import checkpoint
     def rows(h, y, t):
@@ -257,13 +277,15 @@ def selective_logp(hidden, head, targets, temps, *, chunk_tokens: int):
 
 # %% ../nbs/15_trainer.ipynb #922d5533
 class OutputHead(NamedTuple):
-    "A causal LM taken apart for `selective_logp`: its decoder, the map from last hidden states to logits, the vocabulary size."
+    """A causal LM taken apart for `selective_logp`: its decoder, the map from last hidden states to logits, the
+    vocabulary size."""
     decoder: object
     head: object
     vocab: int
 
 def output_head(model) -> OutputHead:
-    "The decoder and head of `model` (peft-wrapped or not); `head(h)` is what the model's own forward applies (softcapping and logit scales too)."
+    """The decoder and head of `model` (peft-wrapped or not); `head(h)` is what the model's own forward applies
+    (softcapping and logit scales too)."""
     import torch
     base = model.get_base_model() if hasattr(model, 'get_base_model') else model
     lm, cfg = base.get_output_embeddings(), base.config
@@ -282,11 +304,13 @@ def output_head(model) -> OutputHead:
 # %% ../nbs/15_trainer.ipynb #64b8f858
 @patch
 def _logp(self: Trainer, ids, att, temps, mask=None):
-    "Log-prob of each token given its prefix at its row's temperature, [B, T]: 0 at position 0 and where `mask` is 0 (no mask: every real token)."
+    """Log-prob of each token given its prefix at its row's temperature, [B, T]: 0 at position 0 and where `mask` is 0
+    (no mask: every real token)."""
     import torch
     parts = output_head(self.model)
     keep = (att[:, 1:] > 0) if mask is None else (mask[:, 1:] > 0)  # the rows whose next token is trained
-    hidden = parts.decoder(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state[:, :-1][keep]  # no KV cache to build
+    # no KV cache to build
+    hidden = parts.decoder(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state[:, :-1][keep]
     chunk = max(1, int(self.cfg.logp_chunk_mb * 2**20) // (4 * parts.vocab))
     lp = selective_logp(hidden, parts.head, ids[:, 1:][keep], temps[:, None].expand_as(keep)[keep], chunk_tokens=chunk)
     out = torch.zeros(keep.shape, dtype=torch.float32, device=ids.device).masked_scatter(keep, lp)
@@ -294,7 +318,8 @@ def _logp(self: Trainer, ids, att, temps, mask=None):
 
 @patch
 def _check_head(self: Trainer):
-    "The model's own logits, on a short probe, are `output_head`'s: an architecture that does more to them fails here, not silently in training."
+    """The model's own logits, on a short probe, are `output_head`'s: an architecture that does more to them fails here,
+    not silently in training."""
     import torch
     parts, was = output_head(self.model), self.model.training
     ids = torch.arange(3, 11, device=self.policy.device)[None]
@@ -304,13 +329,17 @@ def _check_head(self: Trainer):
         got = parts.head(parts.decoder(input_ids=ids).last_hidden_state).float()
     self.model.train(was)
     if not torch.allclose(got, want, atol=1e-3 * (1 + float(want.abs().max())), rtol=1e-3):
-        raise ValueError(f'{type(self.model.get_base_model()).__name__}: its logits are not the output head applied to its last hidden '
-                         'states (a post-processing spade_nb.trainer.output_head does not know); the trainer cannot take log-probs chunk by chunk')
+        raise ValueError(f'{type(self.model.get_base_model()).__name__}: its logits are not the output head applied to '
+                         'its last hidden '
+                         'states (a post-processing spade_nb.trainer.output_head does not know); the trainer cannot '
+                         'take log-probs chunk by chunk')
 
 # %% ../nbs/15_trainer.ipynb #611a8666
 @patch
-def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: float, metrics: dict) -> tuple[float, float]:
-    "Forward and backward of one micro-batch, its share of the whole batch's loss; adds its losses, KL and behaviour gap sums to `metrics`; (clipped, counted) tokens."
+def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: float, metrics: dict) -> tuple[float,
+        float]:
+    """Forward and backward of one micro-batch, its share of the whole batch's loss; adds its losses, KL and behaviour
+    gap sums to `metrics`; (clipped, counted) tokens."""
     import torch
     cfg = self.cfg
     ids, att, mask, behav, adv, temps = self._tensors(batch)
@@ -329,9 +358,11 @@ def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: flo
         if sel.any():
             metrics[key] += float(aggregate(tl.detach()[sel], mask[sel], cfg.loss_agg, n_seqs=n_seqs, n_tokens=n_tokens,
                                             max_len_const=cfg.max_len_const))
-    fresh = torch.tensor([s.staleness == 0 for s in batch], device=tl.device)  # sampled by the policy this step starts from
+    # sampled by the policy this step starts from
+    fresh = torch.tensor([s.staleness == 0 for s in batch], device=tl.device)
     if fresh.any():
-        metrics['gap_sum'] += float(((logp.detach() - behav)[fresh].abs() * mask[fresh]).sum()); metrics['gap_tokens'] += float(mask[fresh].sum())
+        metrics['gap_sum'] += float(((logp.detach() - behav)[fresh].abs() * mask[fresh]).sum())
+        metrics['gap_tokens'] += float(mask[fresh].sum())
     out = ((ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)).float()
     return float((out * mask).sum()), float(mask.sum())
 
@@ -346,15 +377,18 @@ def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     else:
         stats = {'zero_variance_groups': 0}
     if cfg.skip_truncated: samples = [s for s in samples if not s.truncated]
-    too_long = sum(len(s.token_ids) > cfg.max_seq_len for s in samples)  # cutting would drop the reward-bearing end: drop the sample
+    # cutting would drop the reward-bearing end: drop the sample
+    too_long = sum(len(s.token_ids) > cfg.max_seq_len for s in samples)
     samples = [s for s in samples if len(s.token_ids) <= cfg.max_seq_len]
     if (cut := next((s for s in samples if s.top_p < 1), None)) is not None:
-        raise ValueError(f'Sample {cut.episode_id!r} was sampled at top_p={cut.top_p}: trained roles sample at top_p = 1 '
+        raise ValueError(f'Sample {cut.episode_id!r} was sampled at top_p={cut.top_p}: trained roles sample at top_p = '
+                         '1 '
                          '(the trainer computes log-probs over the whole vocabulary)')
     n_seqs = _all_sum(len(samples))
     tok = {r: _all_sum(sum(sum(s.loss_mask[1:]) for s in samples if _role(s) == r)) for r in ('agent', 'designer')}
     n_tokens = tok['agent'] + tok['designer']
-    metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0, 'samples': len(samples),
+    metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0,
+               'samples': len(samples),
                'trained_tokens': n_tokens, 'too_long': too_long, 'tis_cap': self.tis_cap, **stats}
     self.model.train()
     self.opt.zero_grad(set_to_none=True)
@@ -373,7 +407,8 @@ def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
         for g in self._grads() if agent_grads is None else (*agent_grads, *self._grads()):
             d.all_reduce(g)  # each process holds its share of the global loss: the sum is the whole gradient
     metrics.update(self._role_shares(agent_grads, tok))
-    metrics['behaviour_gap'] = _all_sum(metrics.pop('gap_sum')) / t if (t := _all_sum(metrics.pop('gap_tokens'))) else None
+    metrics['behaviour_gap'] = (_all_sum(metrics.pop('gap_sum'))
+                                / t if (t := _all_sum(metrics.pop('gap_tokens'))) else None)
     metrics['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
     self.opt.step(); self.sched.step()
     self.opt.zero_grad(set_to_none=True)
@@ -391,7 +426,8 @@ def _role(s: Sample) -> str: return 'designer' if s.role == 'designer' else 'age
 
 @patch
 def _grads(self: Trainer) -> list:
-    "Every trainable parameter's gradient as it stands (zeros where there is none yet, so that processes all-reduce the same list)."
+    """Every trainable parameter's gradient as it stands (zeros where there is none yet, so that processes all-reduce
+    the same list)."""
     import torch
     for p in self.params:
         if p.grad is None: p.grad = torch.zeros_like(p)
@@ -399,14 +435,16 @@ def _grads(self: Trainer) -> list:
 
 @patch
 def _role_shares(self: Trainer, agent_grads: list | None, tok: dict) -> dict:
-    "Each role's token share and gradient norm before clipping: the designer's gradient is the whole minus the agent's, `agent_grads` (None: one role only)."
+    """Each role's token share and gradient norm before clipping: the designer's gradient is the whole minus the
+    agent's, `agent_grads` (None: one role only)."""
     import torch
     norm = lambda gs: float(torch.sqrt(sum((g.float() ** 2).sum() for g in gs))) if gs else 0.0
     total = norm([p.grad for p in self.params if p.grad is not None])
     if agent_grads is None: na, nd = (total, 0.0) if tok['agent'] else (0.0, total)
     else: na, nd = norm(agent_grads), norm([p.grad - a for p, a in zip(self.params, agent_grads)])
     n = tok['agent'] + tok['designer']
-    return {'grad_norm_agent': na, 'grad_norm_designer': nd, 'designer_grad_share': nd / (na + nd) if na + nd > 0 else None,
+    return {'grad_norm_agent': na, 'grad_norm_designer': nd,
+            'designer_grad_share': nd / (na + nd) if na + nd > 0 else None,
             'designer_token_share': tok['designer'] / n if n else None}
 
 @patch
@@ -446,7 +484,8 @@ def load(self: Trainer, path: str | Path):
     if not (path/'state.json').is_file(): raise FileNotFoundError(f'not a trainer checkpoint (no state.json): {path}')
     for name in self.model.peft_config:
         sub = path/'adapter' if name == 'default' else path/'adapter'/name
-        set_peft_model_state_dict(self.model, load_peft_weights(str(sub), device=str(self.policy.device)), adapter_name=name)
+        set_peft_model_state_dict(self.model, load_peft_weights(str(sub), device=str(self.policy.device)),
+                                  adapter_name=name)
     self.opt.load_state_dict(torch.load(path/'optimizer.pt', weights_only=True))
     st = json.loads((path/'state.json').read_text())
     self.sched.load_state_dict(st['scheduler'])
@@ -465,7 +504,8 @@ def _status_bytes(key: str) -> int:
 
 @dataclass
 class MemoryPeak:
-    "`with MemoryPeak(device) as m: ...`: `m.resting` bytes in use as the block began, `m.peak` its peak above them (CUDA: allocated; CPU: resident, Linux)."
+    """`with MemoryPeak(device) as m: ...`: `m.resting` bytes in use as the block began, `m.peak` its peak above them
+    (CUDA: allocated; CPU: resident, Linux)."""
     device: str = 'cpu'
     resting: int = 0
     peak: int = 0
@@ -477,7 +517,8 @@ class MemoryPeak:
             torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
             self.resting = torch.cuda.memory_allocated()
         else:
-            if not Path('/proc/self/clear_refs').exists(): raise OSError('MemoryPeak on a CPU needs Linux (/proc/self/clear_refs)')
+            if not Path('/proc/self/clear_refs').exists():
+                raise OSError('MemoryPeak on a CPU needs Linux (/proc/self/clear_refs)')
             self.resting = _status_bytes('VmRSS')
             Path('/proc/self/clear_refs').write_text('5')  # the high-water mark restarts from the current resident set
         return self
@@ -510,10 +551,13 @@ class ModelDims:
         "From a transformers config (`model.config`)."
         c = config.get_text_config() if hasattr(config, 'get_text_config') else config
         if getattr(c, 'num_experts', 0) or getattr(c, 'num_local_experts', 0):
-            raise ValueError(f'{c.model_type}: step_memory models dense decoders; mixture-of-experts layers are not modelled yet')
+            raise ValueError(f'{c.model_type}: step_memory models dense decoders; mixture-of-experts layers are not '
+                             'modelled yet')
         heads = c.num_attention_heads
-        return cls(vocab=c.vocab_size, hidden=c.hidden_size, intermediate=c.intermediate_size, layers=c.num_hidden_layers, heads=heads,
-                   kv_heads=getattr(c, 'num_key_value_heads', None) or heads, head_dim=getattr(c, 'head_dim', None) or c.hidden_size // heads,
+        return cls(vocab=c.vocab_size, hidden=c.hidden_size, intermediate=c.intermediate_size,
+                   layers=c.num_hidden_layers, heads=heads,
+                   kv_heads=getattr(c, 'num_key_value_heads', None) or heads,
+                   head_dim=getattr(c, 'head_dim', None) or c.hidden_size // heads,
                    tied=bool(getattr(c, 'tie_word_embeddings', False)), qk_norm=c.model_type.startswith('qwen3'),
                    dtype=dtype, quantization=quantization)
 
@@ -521,7 +565,8 @@ class ModelDims:
         "Each decoder layer's projections: name -> (in features, out features)."
         H, nq, nkv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
         return {'q_proj': (H, nq), 'k_proj': (H, nkv), 'v_proj': (H, nkv), 'o_proj': (nq, H),
-                'gate_proj': (H, self.intermediate), 'up_proj': (H, self.intermediate), 'down_proj': (self.intermediate, H)}
+                'gate_proj': (H, self.intermediate), 'up_proj': (H, self.intermediate),
+                'down_proj': (self.intermediate, H)}
 
 # %% ../nbs/15_trainer.ipynb #4a3e0d8f
 _DTYPE_BYTES = {'float32': 4, 'bfloat16': 2, 'float16': 2}
@@ -531,13 +576,17 @@ def _saved_per_token(d: ModelDims, targets: set[str], r: int) -> int:
     b, H, I = _DTYPE_BYTES[d.dtype], d.hidden, d.intermediate
     nq, nkv = d.heads * d.head_dim, d.kv_heads * d.head_dim
     n = 2 * H * 4  # the residual stream into each RMSNorm, upcast to fp32
-    n += H * b * (bool(targets & {'q_proj', 'k_proj', 'v_proj'}) + bool(targets & {'gate_proj', 'up_proj'}))  # normed inputs of LoRA'd projections
+    # normed inputs of LoRA'd projections
+    n += H * b * (bool(targets & {'q_proj', 'k_proj', 'v_proj'}) + bool(targets & {'gate_proj', 'up_proj'}))
     n += (2 * nq + 2 * nkv + 3 * I) * b  # queries and keys after rotary, values, attention output; gate, SiLU(gate), up
-    n += I * b * ('down_proj' in targets) + r * len(targets) * b  # down's input where LoRA'd; every LoRA's rank-r middle
+    # down's input where LoRA'd; every LoRA's rank-r middle
+    n += I * b * ('down_proj' in targets) + r * len(targets) * b
     return n + (nq + nkv) * 4 * d.qk_norm  # queries and keys into their RMSNorm, fp32
 
-def step_memory(dims: ModelDims, cfg: TrainerConfig, *, tokens: int | None = None, seq_len: int | None = None) -> dict[str, int]:
-    "Bytes of one training step by component, for micro-batches of `tokens` padded tokens (`cfg.micro_batch_tokens`) in rows of `seq_len` (`cfg.max_seq_len`)."
+def step_memory(dims: ModelDims, cfg: TrainerConfig, *, tokens: int | None = None,
+                seq_len: int | None = None) -> dict[str, int]:
+    """Bytes of one training step by component, for micro-batches of `tokens` padded tokens (`cfg.micro_batch_tokens`)
+    in rows of `seq_len` (`cfg.max_seq_len`)."""
     d, b = dims, _DTYPE_BYTES[dims.dtype]
     tokens = tokens or cfg.micro_batch_tokens
     T = min(seq_len or cfg.max_seq_len, tokens)
@@ -546,16 +595,19 @@ def step_memory(dims: ModelDims, cfg: TrainerConfig, *, tokens: int | None = Non
     linear = sum(i * o for i, o in lin.values()) * d.layers
     rest = d.vocab * d.hidden * (1 if d.tied else 2) + (2 * d.hidden + 2 * d.head_dim * d.qk_norm) * d.layers + d.hidden
     weights = linear * 4.5 / 8 + rest * 4 if d.quantization == 'nf4' else (linear + rest) * b
-    n_lora = cfg.lora_r * (sum(sum(lin[t]) for t in targets) * d.layers + (d.hidden + d.vocab) * ('lm_head' in cfg.target_modules))
+    n_lora = cfg.lora_r * (sum(sum(lin[t]) for t in targets) * d.layers + (d.hidden + d.vocab)
+                           * ('lm_head' in cfg.target_modules))
     n_lora *= 2 if cfg.separate_adapters else 1
     saved = _saved_per_token(d, targets, cfg.lora_r) * tokens
     chunk = max(1, int(cfg.logp_chunk_mb * 2**20) // (4 * d.vocab))
-    out = {'weights': int(weights), 'lora': 4 * n_lora, 'grads': 4 * n_lora, 'optimizer': (2 if cfg.optimizer == 'adamw8bit' else 8) * n_lora,
+    out = {'weights': int(weights), 'lora': 4 * n_lora, 'grads': 4 * n_lora,
+           'optimizer': (2 if cfg.optimizer == 'adamw8bit' else 8) * n_lora,
            'activations': d.layers * (d.hidden * b * tokens if cfg.gradient_checkpointing else saved),
            'recompute': saved * cfg.gradient_checkpointing + (2 * d.hidden + 2 * d.intermediate) * b * tokens,
            'logp_chunk': 4 * min(chunk, tokens) * d.vocab * 4 + 2 * tokens * d.hidden * b,
            'attention_mask': tokens * T if tokens > T else 0}
     out['resting'] = out['weights'] + out['lora'] + out['optimizer']
-    out['step_peak'] = out['activations'] + out['attention_mask'] + out['grads'] + max(out['recompute'], out['logp_chunk'])
+    out['step_peak'] = out['activations'] + out['attention_mask'] + out['grads'] + max(out['recompute'],
+            out['logp_chunk'])
     out['total'] = out['resting'] + out['step_peak']
     return out

@@ -71,14 +71,16 @@ _ALLOWED = '''read write readv writev pread64 pwrite64 lseek close fstat newfsta
 # from boot), gettimeofday and time (the date); clock_gettime, clock_getres, clock_nanosleep and futex by argument:
 
 def _seccomp_install(lib):
-    "Install the allow-list above: threads only, no exec, fork or sockets; ioctl answers ENOTTY; fcntl never names an owner."
+    """Install the allow-list above: threads only, no exec, fork or sockets; ioctl answers ENOTTY; fcntl never names an
+    owner."""
     ALLOW, ERRNO = 0x7FFF0000, 0x00050000
     LT, EQ, GT, MASKED_EQ, FIONCLEX = 2, 4, 6, 7, 0x5450  # FIOCLEX is 0x5451
     class Arg(ctypes.Structure):
         _fields_ = [('arg', ctypes.c_uint), ('op', ctypes.c_int), ('a', ctypes.c_uint64), ('b', ctypes.c_uint64)]
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                           ctypes.c_void_p]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
     ctx = lib.seccomp_init(ERRNO | FILTER_ERRNO)
@@ -86,19 +88,23 @@ def _seccomp_install(lib):
     def nr(name): return lib.seccomp_syscall_resolve_name(name.encode())
     def rule(action, name, *conds):
         arr = (Arg * len(conds))(*conds) if conds else None
-        if lib.seccomp_rule_add_array(ctx, action, nr(name), len(conds), arr) != 0: raise OSError(f'seccomp rule for {name}')
+        if lib.seccomp_rule_add_array(ctx, action, nr(name), len(conds), arr) != 0:
+            raise OSError(f'seccomp rule for {name}')
     for name in _ALLOWED:
         if nr(name) >= 0: rule(ALLOW, name)
     low32 = lambda i, v: Arg(i, MASKED_EQ, 0xFFFFFFFF, v)  # the kernel reads an int: high bits smuggle nothing
     for clock in _CLOCKS:
         rule(ALLOW, 'clock_gettime', low32(0, clock)); rule(ALLOW, 'clock_getres', low32(0, clock))
-    for clock, flags in ((0, 0), (1, 0), (1, 1)):  # relative sleeps (glibc's nanosleep is REALTIME's); until a time: MONOTONIC's
+    # relative sleeps (glibc's nanosleep is REALTIME's); until a time: MONOTONIC's
+    for clock, flags in ((0, 0), (1, 0), (1, 1)):
         rule(ALLOW, 'clock_nanosleep', low32(0, clock), low32(1, flags))
     for op in _FUTEX_OPS: rule(ALLOW, 'futex', Arg(1, MASKED_EQ, 0xFFFFFFFF & ~128, op))  # 128: FUTEX_PRIVATE_FLAG
-    rule(ALLOW, 'futex', Arg(1, MASKED_EQ, 0xFFFFFFFF & ~128, 9 | 256), Arg(3, EQ, 0, 0))  # 256: FUTEX_CLOCK_REALTIME, no deadline
+    # 256: FUTEX_CLOCK_REALTIME, no deadline
+    rule(ALLOW, 'futex', Arg(1, MASKED_EQ, 0xFFFFFFFF & ~128, 9 | 256), Arg(3, EQ, 0, 0))
     rule(ALLOW, 'clone', Arg(0, MASKED_EQ, 0x00010000, 0x00010000))  # CLONE_THREAD: threads only, never fork
     rule(ALLOW, 'prlimit64', Arg(2, EQ, 0, 0))  # only to read limits (new_limit == NULL)
-    for cmd in _FCNTL_ALLOWED: rule(ALLOW, 'fcntl', Arg(1, EQ, cmd, 0))  # exact 64-bit values: no high bits smuggle F_SETOWN in
+    # exact 64-bit values: no high bits smuggle F_SETOWN in
+    for cmd in _FCNTL_ALLOWED: rule(ALLOW, 'fcntl', Arg(1, EQ, cmd, 0))
     rule(ALLOW, 'ioctl', Arg(1, MASKED_EQ, ~1 & (2 ** 64 - 1), FIONCLEX))  # FIONCLEX and FIOCLEX
     rule(ERRNO | 25, 'ioctl', Arg(1, LT, FIONCLEX, 0)); rule(ERRNO | 25, 'ioctl', Arg(1, GT, FIONCLEX + 1, 0))  # ENOTTY
     for name in ('setxattr', 'lsetxattr', 'fsetxattr', 'removexattr', 'lremovexattr', 'fremovexattr'):
@@ -121,12 +127,14 @@ def _vdso_symbols(base: int) -> dict[str, tuple[int, int]]:
     for k in range(len(syms) // 24):
         name, info, _, _, value, size = _struct.unpack_from('<IBBHQQ', syms, 24 * k)
         if info & 0xF == 2 and value:  # STT_FUNC
-            out[strs[name:strs.index(b'\0', name)].decode().removeprefix('__vdso_').removeprefix('__kernel_')] = (value, size)
+            out[strs[name:strs.index(b'\0',
+                                     name)].decode().removeprefix('__vdso_').removeprefix('__kernel_')] = (value, size)
     return out
 
 def _vdso_size(base: int) -> int:
     "The vDSO's size in memory: its loadable segment's, in whole pages."
-    phoff, = _struct.unpack_from('<Q', ctypes.string_at(base + 0x20, 8)); phentsize, phnum = _struct.unpack_from('<HH', ctypes.string_at(base + 0x36, 4))
+    phoff, = _struct.unpack_from('<Q', ctypes.string_at(base + 0x20, 8))
+    phentsize, phnum = _struct.unpack_from('<HH', ctypes.string_at(base + 0x36, 4))
     heads = [_struct.unpack_from('<IIQQQQQQ', ctypes.string_at(base + phoff + k * phentsize, 56)) for k in range(phnum)]
     page = _os.sysconf('SC_PAGESIZE')
     return max(-(-(h[3] + h[6]) // page) * page for h in heads if h[0] == 1)  # PT_LOAD: p_vaddr + p_memsz
@@ -134,7 +142,8 @@ def _vdso_size(base: int) -> int:
 
 # %% ../nbs/05_worker.ipynb #d024c4cd
 def _vdso_to_syscalls() -> int:
-    "Rewrite the vDSO's clock functions to make their system calls; how many were rewritten (0: no vDSO, or a machine not known here)."
+    """Rewrite the vDSO's clock functions to make their system calls; how many were rewritten (0: no vDSO, or a machine
+    not known here)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.getauxval.restype, libc.getauxval.argtypes = ctypes.c_ulong, [ctypes.c_ulong]
     libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -153,7 +162,8 @@ def _vdso_to_syscalls() -> int:
     return len(found)
 
 def _unmap_vvar(libc) -> int:
-    "Unmap the vDSO's data pages (`[vvar]`, `[vvar_vclock]`), which hold the date in plain memory; how many mappings went (0 where a glibc of 2.41 or later may read them for getrandom)."
+    """Unmap the vDSO's data pages (`[vvar]`, `[vvar_vclock]`), which hold the date in plain memory; how many mappings
+    went (0 where a glibc of 2.41 or later may read them for getrandom)."""
     try: major, minor = map(int, _os.confstr('CS_GNU_LIBC_VERSION').split()[1].split('.')[:2])
     except (ValueError, OSError, IndexError, AttributeError): return 0
     if (major, minor) >= (2, 41): return 0
@@ -168,7 +178,8 @@ def _unmap_vvar(libc) -> int:
 
 # %% ../nbs/05_worker.ipynb #57855dc9
 def _neutral_platform():
-    "`platform.uname()` answered from a neutral record: the filter refuses `uname`, and `uuid` (and others) ask `platform` when imported."
+    """`platform.uname()` answered from a neutral record: the filter refuses `uname`, and `uuid` (and others) ask
+    `platform` when imported."""
     import platform
     platform._uname_cache = platform.uname_result('Linux', 'sandbox', '', '', _os.uname().machine)
 
@@ -182,7 +193,8 @@ def _read_roots(extra=()) -> list[str]:
     return sorted(r for r in roots if _os.path.exists(r))
 
 def _landlock(scratch: str, read_extra=()) -> int:
-    "Restrict this process: read only `_read_roots()`, read and write `scratch`, ptrace scoped to itself; the ABI in force (0: none)."
+    """Restrict this process: read only `_read_roots()`, read and write `scratch`, ptrace scoped to itself; the ABI in
+    force (0: none)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # landlock_create_ruleset(VERSION)
@@ -193,7 +205,8 @@ def _landlock(scratch: str, read_extra=()) -> int:
     rfd = libc.syscall(444, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if rfd < 0: raise OSError(ctypes.get_errno(), 'landlock_create_ruleset')
     READ, FILE = 1 | 4 | 8, 1 | 2 | 4 | (1 << 14 if abi >= 3 else 0)  # execute, read file, read dir; file rights
-    rules = [(r, READ) for r in _read_roots(read_extra)] + [(scratch, fs & ~((1 << 6) | (1 << 11))), ('/dev/null', 2 | 4)]
+    rules = [(r, READ) for r in _read_roots(read_extra)] + [(scratch, fs & ~((1 << 6) | (1 << 11))),
+                                                            ('/dev/null', 2 | 4)]
     for path, access in rules:
         fd = _os.open(path, _os.O_PATH | _os.O_CLOEXEC)
         rule = _struct.pack('<Qi', access & (fs if _os.path.isdir(path) else FILE), fd)
@@ -201,7 +214,8 @@ def _landlock(scratch: str, read_extra=()) -> int:
         _os.close(fd)
         if ok != 0: raise OSError(ctypes.get_errno(), f'landlock_add_rule {path}')
     if libc.prctl(38, 1, 0, 0, 0) != 0: raise OSError(ctypes.get_errno(), 'PR_SET_NO_NEW_PRIVS')
-    if libc.syscall(446, ctypes.c_int(rfd), ctypes.c_uint32(0)) != 0: raise OSError(ctypes.get_errno(), 'landlock_restrict_self')
+    if libc.syscall(446, ctypes.c_int(rfd), ctypes.c_uint32(0)) != 0:
+        raise OSError(ctypes.get_errno(), 'landlock_restrict_self')
     _os.close(rfd)
     return int(abi)
 
@@ -230,11 +244,13 @@ class _Host:
         found = [v for k, v in mod.__dict__.items() if not k.startswith('_') and isinstance(v, type)
                  and issubclass(v, bases) and v not in bases and v.__module__ == 'generated_env']
         if len(found) != 1:
-            return {'error': 'no_env_class', 'message': f'expected exactly one public TextEnv/ToolEnv subclass, found {len(found)}'}
+            return {'error': 'no_env_class',
+                    'message': f'expected exactly one public TextEnv/ToolEnv subclass, found {len(found)}'}
         self.cls = found[0]
         self.kind = 'ToolEnv' if issubclass(self.cls, envs.ToolEnv) else 'TextEnv'
         tools = self.cls.describe_tools() if self.kind == 'ToolEnv' else []
-        return {'class_name': self.cls.__name__, 'kind': self.kind, 'max_turns': _json_data(getattr(self.cls, 'max_turns', None)),
+        return {'class_name': self.cls.__name__, 'kind': self.kind,
+                'max_turns': _json_data(getattr(self.cls, 'max_turns', None)),
                 'tools': _json_data(tools)}
 
     def call(self, op, req):
@@ -249,16 +265,21 @@ class _Host:
             env = self.instances.get(inst) or self.cls()
             self.instances[inst] = env
             out = env.reset(seed=req.get('seed'))
-            if not (isinstance(out, tuple) and len(out) == 2): return {'error': 'contract', 'message': f'reset must return (obs, info), got {type(out).__name__}'}
+            if not (isinstance(out, tuple) and len(out) == 2):
+                return {'error': 'contract', 'message': f'reset must return (obs, info), got {type(out).__name__}'}
             return _bad_observation(env, out[0]) or {'result': _json_data(list(out))}
         env = self.instances.get(inst)
         if env is None: return {'error': 'contract', 'message': f'instance {inst} was not reset'}
         if op in ('step', 'solution', 'hint'):  # the k-th call of its kind since the reset: the same in every worker
-            n = self.calls[inst]; n[op] = n.get(op, 0) + 1  # (an instance exists only once reset set its seed and counts)
+            # (an instance exists only once reset set its seed and counts)
+            n = self.calls[inst]; n[op] = n.get(op, 0) + 1
             _reseed(self.seeds[inst], op, n[op])
         if op == 'step':
             out = env.step(req['action'])
-            if not (isinstance(out, tuple) and len(out) == 5): return {'error': 'contract', 'message': f'step must return a 5-tuple, got {type(out).__name__} of length {len(out) if hasattr(out, "__len__") else "?"}'}
+            if not (isinstance(out, tuple) and len(out) == 5):
+                return {'error': 'contract',
+                        'message': f'step must return a 5-tuple, got {type(out).__name__} of length '
+                                   f'{len(out) if hasattr(out, "__len__") else "?"}'}
             return _bad_observation(env, out[0]) or {'result': _json_data(list(out))}
         if op == 'solution': return {'result': _json_data(env.solution())}
         if op == 'hint': return {'result': _json_data(env.hint())}
@@ -271,9 +292,11 @@ def _bad_observation(env, obs):
     ok = isinstance(obs, str) and space is not None and bool(space.contains(obs))
     if ok: return None
     if isinstance(obs, str) and len(obs) > getattr(space, 'max_length', len(obs)):
-        return {'error': 'output_too_large', 'message': f'an observation of {len(obs)} characters; {space!r} allows {space.max_length}'}
+        return {'error': 'output_too_large',
+                'message': f'an observation of {len(obs)} characters; {space!r} allows {space.max_length}'}
     what = f'a str of {len(obs)} characters' if isinstance(obs, str) else type(obs).__name__
-    return {'error': 'contract', 'message': f'every observation must be a str that observation_space ({space!r}) contains; got {what}'}
+    return {'error': 'contract',
+            'message': f'every observation must be a str that observation_space ({space!r}) contains; got {what}'}
 
 # %% ../nbs/05_worker.ipynb #3d955e0c
 CLOCK_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -289,13 +312,15 @@ def _freeze_clock():
         return reads[0] * 1e-3
     def wall() -> float: return CLOCK_EPOCH + tick()
     for name in ('monotonic', 'perf_counter', 'process_time', 'thread_time'): setattr(time, name, tick)
-    for name in ('monotonic_ns', 'perf_counter_ns', 'process_time_ns', 'thread_time_ns'): setattr(time, name, lambda: round(tick() * 1e9))
+    for name in ('monotonic_ns', 'perf_counter_ns', 'process_time_ns', 'thread_time_ns'):
+        setattr(time, name, lambda: round(tick() * 1e9))
     time.time, time.time_ns = wall, lambda: round(wall() * 1e9)
     time.clock_gettime = lambda clock: wall() if clock in _WALL_CLOCKS else tick()
     time.clock_gettime_ns = lambda clock: round(time.clock_gettime(clock) * 1e9)
     _os.times = lambda: _os.times_result((tick(), 0.0, 0.0, 0.0, tick()))
     _calendar_now(time, wall)
-    uuid._generate_time_safe = None  # uuid1 then reads time.time_ns (its node and clock sequence: random, seeded per call)
+    # uuid1 then reads time.time_ns (its node and clock sequence: random, seeded per call)
+    uuid._generate_time_safe = None
     class FrozenDateTime(dt.datetime):
         @classmethod
         def now(cls, tz=None): return cls.fromtimestamp(wall(), tz or dt.timezone.utc).replace(tzinfo=tz)
@@ -323,7 +348,8 @@ _SHA256 = _NP_SEED = None  # bound by _fix_entropy, before any environment's cod
 _OS_URANDOM = _os.urandom  # the real one: a reset without a seed asks for randomness, and gets it
 
 def _fix_entropy():
-    "Route `os.urandom` (and with it `secrets`, `uuid4`, numpy's unseeded generators) and `Random()` without a seed through one generator."
+    """Route `os.urandom` (and with it `secrets`, `uuid4`, numpy's unseeded generators) and `Random()` without a seed
+    through one generator."""
     global _ENTROPY, _SHA256, _NP_SEED
     import hashlib, random
     import numpy as np
@@ -337,10 +363,12 @@ def _fix_entropy():
         return plain_seed(self, a, version)
     random.Random.seed = seed
     for name in dir(random):  # the module's functions, bound to its hidden instance, now draw from this one generator
-        if getattr(getattr(random, name), '__self__', None) is random._inst: setattr(random, name, getattr(_ENTROPY, name))
+        if getattr(getattr(random, name), '__self__', None) is random._inst:
+            setattr(random, name, getattr(_ENTROPY, name))
 
 def _reseed(seed, op: str, k: int):
-    "Ambient randomness as a function of the instance's seed and this call: its operation and the how-manieth since the reset (no seed: fresh entropy)."
+    """Ambient randomness as a function of the instance's seed and this call: its operation and the how-manieth since
+    the reset (no seed: fresh entropy)."""
     if _ENTROPY is None: return
     h = _SHA256(f'{seed}|{op}|{k}'.encode() if seed is not None else _OS_URANDOM(32)).digest()
     _ENTROPY.seed(h)  # one seeding serves the random module, Random() and os.urandom (about 5 us; numpy's about 2 us)
@@ -370,7 +398,8 @@ def main(argv=None):
     import numpy, gymnasium  # noqa: F401  (load before the limits and the filter)
     from spade_nb import envs  # noqa: F401
     lib = ctypes.CDLL(lim['libseccomp']) if lim.get('seccomp') else None
-    landlock = _landlock(lim.get('scratch') or _os.getcwd(), lim.get('read_extra', ())) if lim.get('landlock', True) else 0
+    landlock = _landlock(lim.get('scratch') or _os.getcwd(), lim.get('read_extra', ())) if lim.get('landlock',
+            True) else 0
     _set_limits(lim)
     dumpable = libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE (prctl is forbidden from here on)
     _neutral_platform()
