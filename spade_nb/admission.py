@@ -298,6 +298,7 @@ def _news(obs, rng, state) -> str:
     state['played'].add(w)
     return w.strip('.')
 
+# %% ../nbs/07_admission.ipynb #76184340
 # what a hint could say to decode: base64, hex or ASCII codes read, numbers of two observations joined, words reversed
 def _decoded(obs, rng, state) -> str:
     todo = state.setdefault('todo', [])
@@ -315,7 +316,6 @@ def _decoded(obs, rng, state) -> str:
 
 _FAMILY = {'sized': _sized, 'sentences': _sentence, 'numbers': _number, 'replies': _replies, 'news': _news,
            'decoded': _decoded}
-
 
 # %% ../nbs/07_admission.ipynb #6c21f2e1
 def control_policies(kind: str) -> dict:

@@ -15,6 +15,7 @@ import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from fastcore.basics import patch
 from typing import Any, Literal, Mapping, Union
 
 import numpy as np
@@ -170,6 +171,7 @@ def read_yaml_mapping(path: str | Path) -> dict:
 def _type_name(tp) -> str:
     return getattr(tp, '__name__', None) or str(tp).replace('typing.', '')
 
+# %% ../nbs/00_core.ipynb #52cba296
 def _as_annotated(value, tp, key: str):
     "Check `value` against the annotation `tp` and return it, converted where that is lossless."
     if tp is Any: return value
@@ -227,6 +229,7 @@ def _as_annotated(value, tp, key: str):
         raise ConfigError(key, f"expected {tp.__name__}, got {type(value).__name__} {value!r}")
     return value
 
+# %% ../nbs/00_core.ipynb #bcbb1c70
 def _yaml_data(v):
     "A config value as plain YAML-able data."
     if isinstance(v, Config): return v.to_dict()
@@ -291,28 +294,30 @@ class Config:
         "A validated copy with `changes` applied."
         return type(self).from_dict({**self.to_dict(), **changes})
 
-    def override(self, assignments: list[str] | tuple[str, ...]):
-        "A validated copy with `key.sub=value` assignments applied (values parsed as YAML)."
-        import yaml
-        d = self.to_dict()
-        for a in assignments:
-            key, sep, raw = a.partition('=')
-            key = key.strip()
-            if not sep or not key: raise ConfigError(key, f"expected key=value, got {a!r}")
-            *parents, leaf = key.split('.')
-            node, cls = d, type(self)
-            for i, p in enumerate(parents):
-                if not isinstance(node.get(p), dict):
-                    raise ConfigError('.'.join(parents[:i + 1]), f"is not a config section, cannot set {key!r}")
-                node, cls = node[p], typing.get_type_hints(cls).get(p) if isinstance(cls, type) else None
-            if isinstance(cls, type) and issubclass(cls, Config) and leaf in cls._moved:
-                raise ConfigError(key, cls._moved[leaf])
-            if leaf not in node:
-                near = difflib.get_close_matches(leaf, list(node), n=1)
-                raise ConfigError(key, "unknown key" + (f"; did you mean {'.'.join(parents + near)!r}?" if near
-                                                        else ''))
-            node[leaf] = yaml.safe_load(raw) if raw.strip() else ''
-        return type(self).from_dict(d)
+# %% ../nbs/00_core.ipynb #738dfd8a
+@patch
+def override(self: Config, assignments: list[str] | tuple[str, ...]):
+    "A validated copy with `key.sub=value` assignments applied (values parsed as YAML)."
+    import yaml
+    d = self.to_dict()
+    for a in assignments:
+        key, sep, raw = a.partition('=')
+        key = key.strip()
+        if not sep or not key: raise ConfigError(key, f"expected key=value, got {a!r}")
+        *parents, leaf = key.split('.')
+        node, cls = d, type(self)
+        for i, p in enumerate(parents):
+            if not isinstance(node.get(p), dict):
+                raise ConfigError('.'.join(parents[:i + 1]), f"is not a config section, cannot set {key!r}")
+            node, cls = node[p], typing.get_type_hints(cls).get(p) if isinstance(cls, type) else None
+        if isinstance(cls, type) and issubclass(cls, Config) and leaf in cls._moved:
+            raise ConfigError(key, cls._moved[leaf])
+        if leaf not in node:
+            near = difflib.get_close_matches(leaf, list(node), n=1)
+            raise ConfigError(key, "unknown key" + (f"; did you mean {'.'.join(parents + near)!r}?" if near
+                                                    else ''))
+        node[leaf] = yaml.safe_load(raw) if raw.strip() else ''
+    return type(self).from_dict(d)
 
 # %% ../nbs/00_core.ipynb #8ebb284b
 def _name_key(name: str) -> int:

@@ -13,6 +13,7 @@ import re
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
+from fastcore.basics import patch
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -78,6 +79,7 @@ def _jsonl_text(obj, path, line):
         if isinstance(obj.get(key), str): return obj[key]
     raise CorpusError(f'{path}:{line}: no "text" or "orig_doc" string field')
 
+# %% ../nbs/09_corpus.ipynb #e3607250
 class Corpus:
     "Documents with seeded sampling. Build with `Corpus.from_path`, `Corpus.embedded()` or from a list."
     def __init__(self, docs: Sequence[Document] | None = None, *, name: str = 'corpus'):
@@ -125,92 +127,98 @@ class Corpus:
         self._lazy.append((read, n))
         return self
 
-    @classmethod
-    def from_path(cls, path: str | Path, *, skip_bad: bool = False,
-                  keep: Callable[[str], bool] | None = None) -> Corpus:
-        "A corpus from a JSONL, Parquet or Arrow file, a folder of .txt/.md files, or a local `datasets` folder."
-        path = Path(path)
-        if not path.exists(): raise CorpusError(f'corpus not found: {path}')
-        c = cls(name=str(path))
-        if path.is_dir():
-            data = sorted(p for p in path.rglob('*') if p.suffix in ('.arrow', '.parquet', '.jsonl'))
-            if data: [c._add_file(p, skip_bad, keep) for p in data]
-            else: c._add_text_folder(path, keep)
-        else:
-            c._add_file(path, skip_bad, keep)
-        if len(c) == 0:
-            raise CorpusError(f'{path}: no documents' + (f' ({c.skipped} bad lines skipped)' if c.skipped else ''))
-        return c
+# %% ../nbs/09_corpus.ipynb #3ffe6f67
+@patch(cls_method=True)
+def from_path(cls: Corpus, path: str | Path, *, skip_bad: bool = False,
+              keep: Callable[[str], bool] | None = None) -> Corpus:
+    "A corpus from a JSONL, Parquet or Arrow file, a folder of .txt/.md files, or a local `datasets` folder."
+    path = Path(path)
+    if not path.exists(): raise CorpusError(f'corpus not found: {path}')
+    c = cls(name=str(path))
+    if path.is_dir():
+        data = sorted(p for p in path.rglob('*') if p.suffix in ('.arrow', '.parquet', '.jsonl'))
+        if data: [c._add_file(p, skip_bad, keep) for p in data]
+        else: c._add_text_folder(path, keep)
+    else:
+        c._add_file(path, skip_bad, keep)
+    if len(c) == 0:
+        raise CorpusError(f'{path}: no documents' + (f' ({c.skipped} bad lines skipped)' if c.skipped else ''))
+    return c
 
-    def _add_file(self, path: Path, skip_bad: bool, keep):
-        if path.suffix == '.jsonl' or path.name.endswith('.jsonl.gz') is False and path.suffix == '.json':
-            return self._add_jsonl(path, skip_bad, keep)
-        if path.suffix in ('.parquet', '.arrow'): return self._add_table(path, keep)
-        if path.suffix in ('.txt', '.md'):
-            return self.extend([Document(path.read_text(encoding='utf-8', errors='replace'), str(path), path.name)])
-        raise CorpusError(f'{path}: unsupported corpus file (use .jsonl, .parquet, .arrow, .txt or a folder)')
+@patch
+def _add_file(self: Corpus, path: Path, skip_bad: bool, keep):
+    if path.suffix == '.jsonl' or path.name.endswith('.jsonl.gz') is False and path.suffix == '.json':
+        return self._add_jsonl(path, skip_bad, keep)
+    if path.suffix in ('.parquet', '.arrow'): return self._add_table(path, keep)
+    if path.suffix in ('.txt', '.md'):
+        return self.extend([Document(path.read_text(encoding='utf-8', errors='replace'), str(path), path.name)])
+    raise CorpusError(f'{path}: unsupported corpus file (use .jsonl, .parquet, .arrow, .txt or a folder)')
 
-    def _add_jsonl(self, path: Path, skip_bad: bool, keep):
-        "Index the byte offset of every good line (one pass, 8 bytes a document); read documents on demand."
-        offsets = []
+@patch
+def _add_jsonl(self: Corpus, path: Path, skip_bad: bool, keep):
+    "Index the byte offset of every good line (one pass, 8 bytes a document); read documents on demand."
+    offsets = []
+    with open(path, 'rb') as f:
+        pos, line = 0, 0
+        for raw in f:
+            line += 1
+            if raw.strip():
+                try:
+                    text = _jsonl_text(json.loads(raw), path, line)
+                    if keep is None or keep(text): offsets.append((pos, line))
+                # RecursionError: a line nested too deep to parse
+                except (ValueError, RecursionError, CorpusError) as e:
+                    if not skip_bad:
+                        raise CorpusError(str(e) if isinstance(e, CorpusError)
+                                          else f'{path}:{line}: malformed JSON ({e})') from None
+                    self.skipped += 1
+            pos += len(raw)
+    index = np.array(offsets, dtype=np.int64).reshape(-1, 2)
+    def read(i, index=index, path=path):
         with open(path, 'rb') as f:
-            pos, line = 0, 0
-            for raw in f:
-                line += 1
-                if raw.strip():
-                    try:
-                        text = _jsonl_text(json.loads(raw), path, line)
-                        if keep is None or keep(text): offsets.append((pos, line))
-                    # RecursionError: a line nested too deep to parse
-                    except (ValueError, RecursionError, CorpusError) as e:
-                        if not skip_bad:
-                            raise CorpusError(str(e) if isinstance(e, CorpusError)
-                                              else f'{path}:{line}: malformed JSON ({e})') from None
-                        self.skipped += 1
-                pos += len(raw)
-        index = np.array(offsets, dtype=np.int64).reshape(-1, 2)
-        def read(i, index=index, path=path):
-            with open(path, 'rb') as f:
-                f.seek(int(index[i, 0]))
-                return Document(_jsonl_text(json.loads(f.readline()), path, int(index[i, 1])), str(path),
-                                f'line {int(index[i, 1])}')
-        return self._add_lazy(read, len(index))
+            f.seek(int(index[i, 0]))
+            return Document(_jsonl_text(json.loads(f.readline()), path, int(index[i, 1])), str(path),
+                            f'line {int(index[i, 1])}')
+    return self._add_lazy(read, len(index))
 
-    def _add_table(self, path: Path, keep):
-        try: import pyarrow as pa, pyarrow.parquet as pq
-        except ImportError:
-            raise CorpusError(f'{path}: reading Parquet/Arrow needs pyarrow (pip install pyarrow)') from None
-        try:
-            if path.suffix == '.parquet': table = pq.read_table(path)
-            else:
-                try: table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()  # datasets' save_to_disk format
-                except pa.ArrowInvalid: table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-        except (pa.ArrowInvalid, OSError) as e:
-            raise CorpusError(f'{path}: not a readable {path.suffix[1:]} file ({e})') from None
-        col = next((c for c in ('orig_doc', 'text') if c in table.column_names), None)
-        if col is None:
-            raise CorpusError(f'{path}: no "text" or "orig_doc" column (columns: {", ".join(table.column_names)})')
-        texts = table.column(col)
-        rows = [i for i in range(len(texts)) if isinstance(t := texts[i].as_py(), str) and (keep is None or keep(t))]
-        def read(i, rows=rows, texts=texts, path=path):
-            return Document(texts[rows[i]].as_py(), str(path), f'row {rows[i]}')
-        return self._add_lazy(read, len(rows))
+# %% ../nbs/09_corpus.ipynb #eeb3f187
+@patch
+def _add_table(self: Corpus, path: Path, keep):
+    try: import pyarrow as pa, pyarrow.parquet as pq
+    except ImportError:
+        raise CorpusError(f'{path}: reading Parquet/Arrow needs pyarrow (pip install pyarrow)') from None
+    try:
+        if path.suffix == '.parquet': table = pq.read_table(path)
+        else:
+            try: table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()  # datasets' save_to_disk format
+            except pa.ArrowInvalid: table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorpusError(f'{path}: not a readable {path.suffix[1:]} file ({e})') from None
+    col = next((c for c in ('orig_doc', 'text') if c in table.column_names), None)
+    if col is None:
+        raise CorpusError(f'{path}: no "text" or "orig_doc" column (columns: {", ".join(table.column_names)})')
+    texts = table.column(col)
+    rows = [i for i in range(len(texts)) if isinstance(t := texts[i].as_py(), str) and (keep is None or keep(t))]
+    def read(i, rows=rows, texts=texts, path=path):
+        return Document(texts[rows[i]].as_py(), str(path), f'row {rows[i]}')
+    return self._add_lazy(read, len(rows))
 
-    def _add_text_folder(self, path: Path, keep):
-        for p in sorted(path.rglob('*')):
-            if p.suffix in ('.txt', '.md') and p.is_file():
-                text = p.read_text(encoding='utf-8', errors='replace')
-                if keep is None or keep(text): self.extend([Document(text, str(p), str(p.relative_to(path)))])
-        return self
+@patch
+def _add_text_folder(self: Corpus, path: Path, keep):
+    for p in sorted(path.rglob('*')):
+        if p.suffix in ('.txt', '.md') and p.is_file():
+            text = p.read_text(encoding='utf-8', errors='replace')
+            if keep is None or keep(text): self.extend([Document(text, str(p), str(p.relative_to(path)))])
+    return self
 
-    @classmethod
-    def embedded(cls, *, keep: Callable[[str], bool] | None = None, wikipedia: bool = True) -> Corpus:
-        """The offline default: Python's documentation topics, standard-library docstrings, and gensim's Wikipedia
-        sample if installed."""
-        keep = keep or make_filter(min_chars=400)
-        docs = [d for d in (*pydoc_documents(), *stdlib_documents(), *(wikipedia_documents() if wikipedia else ()))
-                if keep(d.text)]
-        return cls(docs, name='embedded')
+@patch(cls_method=True)
+def embedded(cls: Corpus, *, keep: Callable[[str], bool] | None = None, wikipedia: bool = True) -> Corpus:
+    """The offline default: Python's documentation topics, standard-library docstrings, and gensim's Wikipedia
+    sample if installed."""
+    keep = keep or make_filter(min_chars=400)
+    docs = [d for d in (*pydoc_documents(), *stdlib_documents(), *(wikipedia_documents() if wikipedia else ()))
+            if keep(d.text)]
+    return cls(docs, name='embedded')
 
 # %% ../nbs/09_corpus.ipynb #2c8e38f6
 def pydoc_documents() -> list[Document]:

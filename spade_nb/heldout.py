@@ -91,6 +91,7 @@ def rg_score(ds, answer: str, item: dict) -> float:
     try: return float(ds.score_answer(answer, item))
     except Exception: return 0.0
 
+# %% ../nbs/15a_heldout.ipynb #5bc79ce1
 def rg_datasets() -> list[str]:
     "Every dataset name reasoning-gym offers."
     _rg()  # a clear error when reasoning-gym is missing

@@ -180,26 +180,6 @@ class EnvMemory:
         self._cache = None
         self._live = self.db.execute('SELECT count(*) FROM envs WHERE evicted_at IS NULL').fetchone()[0]
 
-    def _upgrade(self):
-        "Check that an existing file is a memory; add the columns later versions write."
-        found = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if 'envs' not in found or 'meta' not in found:
-            raise MemoryFileError(f'{self.path} is an SQLite file but not a spade_nb environment memory')
-        cols = {r[1] for r in self.db.execute('PRAGMA table_info(envs)')}
-        if 'admission_version' not in cols:  # written before admission versions: its records passed version 1
-            self.db.execute('ALTER TABLE envs ADD COLUMN admission_version INTEGER DEFAULT 1')
-        if 'replays' not in cols:  # written before replays were recorded (version 3 re-admits those records)
-            self.db.execute('ALTER TABLE envs ADD COLUMN replays TEXT')
-        if 'max_similarity' not in cols:  # written before novelty was recorded: unknown, so never scaled
-            self.db.execute('ALTER TABLE envs ADD COLUMN max_similarity REAL')
-        # why an iteration measured nothing
-        if 'note' not in {r[1] for r in self.db.execute('PRAGMA table_info(scores)')}:
-            self.db.execute('ALTER TABLE scores ADD COLUMN note TEXT')
-        if 'plays' not in found:  # written before plays were kept (a design's reward is computed from its window)
-            self.db.executescript('CREATE TABLE plays (env_id INTEGER, iteration INTEGER, seed INTEGER, hint INTEGER, '
-                                  'play INTEGER, ret REAL);'
-                                  'CREATE INDEX plays_env ON plays(env_id, iteration);')
-
     def close(self): self.db.close()
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
@@ -219,6 +199,28 @@ class _Tx:
     def __enter__(self): self.db.execute('BEGIN IMMEDIATE'); return self.db
     def __exit__(self, exc_type, *_):
         self.db.execute('ROLLBACK' if exc_type else 'COMMIT')
+
+# %% ../nbs/12_memory.ipynb #fd1cf1c1
+@patch
+def _upgrade(self: EnvMemory):
+    "Check that an existing file is a memory; add the columns later versions write."
+    found = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if 'envs' not in found or 'meta' not in found:
+        raise MemoryFileError(f'{self.path} is an SQLite file but not a spade_nb environment memory')
+    cols = {r[1] for r in self.db.execute('PRAGMA table_info(envs)')}
+    if 'admission_version' not in cols:  # written before admission versions: its records passed version 1
+        self.db.execute('ALTER TABLE envs ADD COLUMN admission_version INTEGER DEFAULT 1')
+    if 'replays' not in cols:  # written before replays were recorded (version 3 re-admits those records)
+        self.db.execute('ALTER TABLE envs ADD COLUMN replays TEXT')
+    if 'max_similarity' not in cols:  # written before novelty was recorded: unknown, so never scaled
+        self.db.execute('ALTER TABLE envs ADD COLUMN max_similarity REAL')
+    # why an iteration measured nothing
+    if 'note' not in {r[1] for r in self.db.execute('PRAGMA table_info(scores)')}:
+        self.db.execute('ALTER TABLE scores ADD COLUMN note TEXT')
+    if 'plays' not in found:  # written before plays were kept (a design's reward is computed from its window)
+        self.db.executescript('CREATE TABLE plays (env_id INTEGER, iteration INTEGER, seed INTEGER, hint INTEGER, '
+                              'play INTEGER, ret REAL);'
+                              'CREATE INDEX plays_env ON plays(env_id, iteration);')
 
 # %% ../nbs/12_memory.ipynb #e0bdbf23
 @patch
@@ -425,6 +427,7 @@ def stale(self: EnvMemory, version: int) -> list[EnvRecord]:
     "Live records admitted under rules older than `version`."
     return [r for r in self.records() if r.admission_version < version]
 
+# %% ../nbs/12_memory.ipynb #99016f62
 @patch
 def readmit(self: EnvMemory, verdicts: dict, version: int) -> list[int]:
     """Record the re-admission of stale records: passed ones get `version` and new replays; failed ones move to the

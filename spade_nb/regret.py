@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
+from fastcore.basics import patch
 
 import numpy as np
 
@@ -279,35 +280,38 @@ class RewardConfig(Config):
         "What a design the memory already holds earns: `duplicate`, else `inadmissible`."
         return self.inadmissible if self.duplicate is None else self.duplicate
 
-    def novelty(self, similarity: float | None) -> float:
-        """The factor on a positive reward of a design whose largest similarity to a live environment was `similarity`
-        (1: new enough, unknown, or off)."""
-        if self.novelty_from is None or similarity is None: return 1.0
-        return float(np.clip((1 - similarity) / (1 - self.novelty_from), 0.0, 1.0))
-
-    def validate(self):
-        self.check('duplicate', self.duplicate is None or self.duplicate <= self.inadmissible,
-                   f'must be at most reward.inadmissible ({self.inadmissible}): a copy of an exemplar would otherwise '
-                   'beat an honest attempt that failed')
-        self.check('novelty_from', self.novelty_from is None or 0 <= self.novelty_from < 1,
-                   'must be in [0, 1), or null to turn novelty off')
-        self.check('plateau_lo', 0 <= self.plateau_lo <= self.plateau_hi <= 1,
-                   'need 0 <= plateau_lo <= plateau_hi <= 1')
-        self.check('plateau_ramp', self.plateau_ramp > 0, 'must be positive')
-        bad = sorted(set(self.blend) - set(BLEND_PARTS))
-        self.check('blend', not bad, f'unknown component {", ".join(bad)}; known: {", ".join(BLEND_PARTS)}')
-        self.check('blend', all(isinstance(v, (int, float)) and v >= 0 for v in self.blend.values()),
-                   'weights must be non-negative numbers')
-        self.check('blend_regret_weight', self.blend_regret_weight is None or 0 <= self.blend_regret_weight <= 1,
-                   'must be in [0, 1]')
-        self.check('blend', self.variant != 'blend' or sum(self.weights().values()) > 0,
-                   'needs a component with a positive weight')
-        for k in ('regret_scale', 'learning_progress_scale', 'frontier_penalty_scale'):
-            self.check(k, getattr(self, k) > 0, 'must be positive')
-        for k in ('level', 'seed_test_level'): self.check(k, 0 < getattr(self, k) < 1, 'must be in (0, 1)')
-
 # play's failure reasons with a penalty
 FAILURES = ('timeout', 'crash', 'memory', 'forbidden_syscall', 'output_too_large', 'contract')
+
+# %% ../nbs/14_regret.ipynb #5e6d8764
+@patch
+def novelty(self: RewardConfig, similarity: float | None) -> float:
+    """The factor on a positive reward of a design whose largest similarity to a live environment was `similarity`
+    (1: new enough, unknown, or off)."""
+    if self.novelty_from is None or similarity is None: return 1.0
+    return float(np.clip((1 - similarity) / (1 - self.novelty_from), 0.0, 1.0))
+
+@patch
+def validate(self: RewardConfig):
+    self.check('duplicate', self.duplicate is None or self.duplicate <= self.inadmissible,
+               f'must be at most reward.inadmissible ({self.inadmissible}): a copy of an exemplar would otherwise '
+               'beat an honest attempt that failed')
+    self.check('novelty_from', self.novelty_from is None or 0 <= self.novelty_from < 1,
+               'must be in [0, 1), or null to turn novelty off')
+    self.check('plateau_lo', 0 <= self.plateau_lo <= self.plateau_hi <= 1,
+               'need 0 <= plateau_lo <= plateau_hi <= 1')
+    self.check('plateau_ramp', self.plateau_ramp > 0, 'must be positive')
+    bad = sorted(set(self.blend) - set(BLEND_PARTS))
+    self.check('blend', not bad, f'unknown component {", ".join(bad)}; known: {", ".join(BLEND_PARTS)}')
+    self.check('blend', all(isinstance(v, (int, float)) and v >= 0 for v in self.blend.values()),
+               'weights must be non-negative numbers')
+    self.check('blend_regret_weight', self.blend_regret_weight is None or 0 <= self.blend_regret_weight <= 1,
+               'must be in [0, 1]')
+    self.check('blend', self.variant != 'blend' or sum(self.weights().values()) > 0,
+               'needs a component with a positive weight')
+    for k in ('regret_scale', 'learning_progress_scale', 'frontier_penalty_scale'):
+        self.check(k, getattr(self, k) > 0, 'must be positive')
+    for k in ('level', 'seed_test_level'): self.check(k, 0 < getattr(self, k) < 1, 'must be in (0, 1)')
 
 # %% ../nbs/14_regret.ipynb #787c1d92
 def blend_parts(cfg: RewardConfig, est: RegretEstimate | None, win_rate: float, *,

@@ -374,6 +374,7 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
     _audit_jobs(jobs, eps, cfg, limits, seed, failures, mismatches, stats)
     return RolloutResult(eps, dropped, failures, stats, mismatches)
 
+# %% ../nbs/13_rollout.ipynb #13130a25
 def _audit_jobs(jobs, eps, cfg, limits, seed, failures, mismatches, stats):
     "The audit of every environment still standing (`audit`); a difference fails it with the reason `replay`."
     for job in jobs:

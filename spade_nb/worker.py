@@ -286,6 +286,7 @@ class _Host:
         if op == 'close': self.instances.pop(inst, None); return {'result': None}
         return {'error': 'protocol', 'message': f'unknown op {op!r}'}
 
+# %% ../nbs/05_worker.ipynb #7b438711
 def _bad_observation(env, obs):
     "A contract error unless `obs` is a str that the environment's observation space contains."
     space = getattr(env, 'observation_space', None)

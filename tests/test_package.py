@@ -85,3 +85,33 @@ def test_each_notebooks_examples_use_only_earlier_notebooks():
              for mod in re.findall(r'(?:from|import) spade_nb\.(\w+)', ''.join(c['source']))
              if mod in home and order[home[mod]] > order[p.name]]
     assert not later, later
+
+
+def _export_cells():
+    import json
+    for p in sorted((ROOT/'nbs').rglob('*.ipynb')):
+        for c in json.loads(p.read_text())['cells']:
+            src = ''.join(c['source'])
+            if c['cell_type'] == 'code' and src.startswith('#| export'): yield p.relative_to(ROOT/'nbs'), c.get('id'), src
+
+
+def test_export_cells_are_short():
+    "A definition a reader can see whole: no export cell over 60 lines (split a class with `@patch`, a module by idea)."
+    long = [f'{p} cell {cid}: {src.count(chr(10)) + 1} lines ({src.splitlines()[1][:60]!r})'
+            for p, cid, src in _export_cells() if src.count('\n') + 1 > 60]
+    assert not long, long
+
+
+def test_library_lines_are_short():
+    "No line over 120 characters in spade_nb/, but the generated _modidx.py and the `__all__` line nbdev writes."
+    long = [f'{p.name}:{i}: {len(line)} characters' for p in sorted((ROOT/'spade_nb').glob('*.py')) if p.name != '_modidx.py'
+            for i, line in enumerate(p.read_text().splitlines(), 1) if len(line) > 120 and not line.startswith('__all__ = ')]
+    assert not long, long
+
+
+def test_the_iteration_reads_on_one_screen():
+    "`SelfPlay.iteration` is the method's order in at most 35 lines; the stages hold the detail."
+    import inspect
+    from spade_nb.selfplay import SelfPlay
+    n = len(inspect.getsource(SelfPlay.iteration).splitlines())
+    assert n <= 35, f'SelfPlay.iteration is {n} lines'
