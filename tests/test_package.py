@@ -115,3 +115,19 @@ def test_the_iteration_reads_on_one_screen():
     from spade_nb.selfplay import SelfPlay
     n = len(inspect.getsource(SelfPlay.iteration).splitlines())
     assert n <= 35, f'SelfPlay.iteration is {n} lines'
+
+
+def test_cells_that_load_a_real_model_are_slow():
+    "`nbdev_test` stays quick for a reader: a cell that loads the embedded or a hub model is `#| slow` (CI runs it)."
+    import json
+    import re
+    unflagged = []
+    for p in sorted((ROOT/'nbs').rglob('*.ipynb')):
+        for c in json.loads(p.read_text())['cells']:
+            src = ''.join(c['source'])
+            if c['cell_type'] != 'code' or src.startswith('#| export') or re.search(r'^#\| (slow|cuda|vllm)', src, re.M):
+                continue
+            calls = [line for line in src.splitlines() if re.search(r'\bload_(hf_)?policy\(', line)
+                     and 'LLMConfig(model=' not in line]  # a folder the cell saved itself (a tiny model) is quick
+            if calls: unflagged.append(f'{p.relative_to(ROOT/"nbs")} cell {c.get("id")}: {calls[0].strip()[:80]}')
+    assert not unflagged, unflagged
