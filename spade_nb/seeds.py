@@ -104,7 +104,6 @@ class GridWalkEnv(TextEnv):
     "Walk a 6x6 grid with walls from S to G; each move reports the new position and the open directions."
     max_turns = 20
     SIZE = 6
-    DIRS = {'up': (-1, 0), 'down': (1, 0), 'left': (0, -1), 'right': (0, 1)}
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
@@ -117,45 +116,62 @@ class GridWalkEnv(TextEnv):
             path = self._path()
             if path is not None and len(path) >= 4: break
         self.turn = 0
-        return (f'{self._render()}\nYou are at {self.pos}, the goal is at {self.goal}. {self._open()} Reply with up, '
-                'down, left or right.'), {}
+        return (f'{self._render()}\nYou are at {self.pos}, the goal is at {self.goal}. '
+                f'{self._open()} Reply with up, down, left or right.'), {}
 
-    def _free(self, p): return 0 <= p[0] < self.SIZE and 0 <= p[1] < self.SIZE and p not in self.walls
+    DIRS = {'up': (-1, 0), 'down': (1, 0), 'left': (0, -1), 'right': (0, 1)}
+
+    def _free(self, p):
+        return 0 <= p[0] < self.SIZE and 0 <= p[1] < self.SIZE and p not in self.walls
 
     def _open(self):
-        near = [d for d, (dr, dc) in self.DIRS.items() if self._free((self.pos[0] + dr, self.pos[1] + dc))]
-        return 'Open: ' + ', '.join(near) + '.'
+        return 'Open: ' + ', '.join(d for d, (dr, dc) in self.DIRS.items()
+                                    if self._free((self.pos[0] + dr, self.pos[1] + dc))) + '.'
 
     def _render(self):
-        mark = lambda p: 'S' if p == self.pos else 'G' if p == self.goal else '#' if p in self.walls else '.'
-        return '\n'.join(''.join(mark((r, c)) for c in range(self.SIZE)) for r in range(self.SIZE))
+        rows = []
+        for r in range(self.SIZE):
+            rows.append(''.join('S' if (r, c) == self.pos else 'G' if (r, c) == self.goal
+                                else '#' if (r, c) in self.walls else '.' for c in range(self.SIZE)))
+        return '\n'.join(rows)
 
     def _path(self):
         from collections import deque
-        seen, queue = {self.pos}, deque([(self.pos, [])])
+        prev, queue = {self.pos: None}, deque([self.pos])
         while queue:
-            p, moves = queue.popleft()
-            if p == self.goal: return moves
+            p = queue.popleft()
+            if p == self.goal:
+                moves = []
+                while prev[p] is not None:
+                    p, d = prev[p]
+                    moves.append(d)
+                return moves[::-1]
             for d, (dr, dc) in self.DIRS.items():
                 q = (p[0] + dr, p[1] + dc)
-                if self._free(q) and q not in seen:
-                    seen.add(q)
-                    queue.append((q, moves + [d]))
+                if self._free(q) and q not in prev:
+                    prev[q] = (p, d)
+                    queue.append(q)
         return None
 
     def step(self, action):
         self.turn += 1
-        d, out = action.strip().lower(), self.turn >= self.max_turns
-        if d not in self.DIRS: return f'Unknown move. You are at {self.pos}. {self._open()}', 0.0, False, out, {}
+        d = action.strip().lower()
+        out = self.turn >= self.max_turns
+        if d not in self.DIRS:
+            return f'Unknown move. You are at {self.pos}. {self._open()}', 0.0, False, out, {}
         q = (self.pos[0] + self.DIRS[d][0], self.pos[1] + self.DIRS[d][1])
-        if not self._free(q): return f'Blocked. You are at {self.pos}. {self._open()}', 0.0, False, out, {}
+        if not self._free(q):
+            return f'Blocked. You are at {self.pos}. {self._open()}', 0.0, False, out, {}
         self.pos = q
-        if q == self.goal: return 'You reached the goal!', 1.0, True, False, {}
+        if q == self.goal:
+            return 'You reached the goal!', 1.0, True, False, {}
         return f'You are at {self.pos}. {self._open()}', 0.0, False, out, {}
 
-    def solution(self): return self._path()
+    def solution(self):
+        return self._path()
 
-    def hint(self): return 'Plan the whole route on the map first (rows grow downwards); walls are #.'
+    def hint(self):
+        return 'Plan the whole route on the map first (rows grow downwards); walls are #.'
 
 # %% ../nbs/08_seeds.ipynb #faf9247f
 class CaesarEnv(TextEnv):
