@@ -7,7 +7,7 @@ preset's figure it checks (a section whose dependency is missing says so and is 
 1. env         torch, CUDA device, bf16, and which optional packages are installed (vllm, bitsandbytes, flash-attn)
 2. generation  HF backend tokens/s at the preset's batch (llm.batch_size), and what that means for an iteration
 3. trainer     at the preset's micro-batch (micro_batch_tokens in rows of max_seq_len): training tokens/s, the step's peak
-               GPU memory above resting beside `step_memory`'s model of it; LoRA and QLoRA nf4, checkpointing on and off (a
+               GPU memory above resting beside `spade plan`'s figure for it (`step_memory`); LoRA and QLoRA nf4, checkpointing on and off (a
                variant whose modelled memory exceeds the free GPU memory is skipped and says so)
 4. moe         one Qwen3-30B-A3B layer: forward and backward tokens/s and peak memory (when memory allows)
 5. selfplay    one iteration of the single-gpu preset, counts scaled down, on the real-shape random Qwen3 in bf16, on the
@@ -31,10 +31,11 @@ import time
 import traceback
 from pathlib import Path
 
-QWEN3_4B = dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
-                head_dim=128, max_position_embeddings=40960, rope_theta=5e6, tie_word_embeddings=True)
-QWEN3_30B_A3B_LAYER = dict(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8,
-                           num_hidden_layers=1, num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=40960)
+from spade_nb.plan import hf_config_kwargs
+
+# the real shapes, from the dimensions `spade plan` computes with (configs/models/dimensions.yaml)
+QWEN3_4B = {**hf_config_kwargs('Qwen/Qwen3-4B-Instruct-2507'), 'rope_theta': 5e6}
+QWEN3_30B_A3B_LAYER = {**hf_config_kwargs('Qwen/Qwen3-30B-A3B-Instruct-2507'), 'num_hidden_layers': 1}
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
             max_position_embeddings=4096, tie_word_embeddings=True)
 TINY_VLLM = {**TINY, 'hidden_size': 128, 'head_dim': 32}  # vLLM's CPU attention kernels take head_dim >= 32
@@ -178,7 +179,7 @@ def section_trainer(ck: Check, preset):
                 secs = time.perf_counter() - t
                 measured = f'step peak {m.peak / 2**30:.1f} GiB above {m.resting / 2**30:.1f} resting' if dev == 'cuda' else 'GPU memory n/a on the CPU'
                 ck.say('trainer', f'{key}: {seqs} x {length} tokens a step in {secs:.2f} s = {seqs * length / secs:.0f} tokens/s, {measured} '
-                       f'(modelled {est["step_peak"] / 2**30:.1f} above {est["resting"] / 2**30:.1f}; {peak_text(dev)}; preset: micro_batch_tokens '
+                       f'(planned by spade plan: {est["step_peak"] / 2**30:.1f} above {est["resting"] / 2**30:.1f}; {peak_text(dev)}; preset: micro_batch_tokens '
                        f'{preset.trainer.micro_batch_tokens}, max_seq_len {preset.trainer.max_seq_len}, checkpointing {preset.trainer.gradient_checkpointing})',
                        **{f'{key}_tokens_per_s': seqs * length / secs, f'{key}_peak_gib': peak_gb(dev),
                           f'{key}_step_peak_gib': m.peak / 2**30 if dev == 'cuda' else None, f'{key}_modelled_step_peak_gib': est['step_peak'] / 2**30})

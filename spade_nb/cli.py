@@ -180,7 +180,28 @@ def _memory(args) -> int:
         print(f'exported {mem.export(args.out)} environments to {args.out}')
     return 0
 
+# %% ../nbs/20_cli.ipynb #55189873
+def _plan(args) -> int:
+    from spade_nb.plan import advise, format_plan, plan, verdict
+    from spade_nb.selfplay import load_config
+    cfg = load_config(args.preset, config=args.config, overrides=args.set or [])
+    p = plan(cfg, args.gpus, args.gpu_memory)
+    print('\n'.join(format_plan(p)))
+    if p.fits:
+        print(verdict(p))
+        return 0
+    print(f'spade plan: {verdict(p, advise(cfg, args.gpus, args.gpu_memory))}', file=sys.stderr)
+    return 2
+
 # %% ../nbs/20_cli.ipynb #1af48f6a
+def _config_options(p: argparse.ArgumentParser):
+    "The options that name a config: a preset, a file over it, overrides."
+    p.add_argument('--preset', default=None, help='a preset name from configs/ (default tiny-cpu)')
+    p.add_argument('--config', default=None,
+                   help='a YAML config file, layered over the preset (or the one it names with preset:)')
+    p.add_argument('--set', action='append', metavar='KEY=VALUE',
+                   help='override a config key, e.g. selfplay.iterations=3')
+
 def parser() -> argparse.ArgumentParser:
     from spade_nb import __version__
     p = argparse.ArgumentParser(prog='spade', description='SPADE: self-play in executable environments.')
@@ -198,20 +219,19 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser('doctor', help='what this machine can run')
     d.set_defaults(run=_doctor)
     sp = sub.add_parser('selfplay', help='run self-play (the main job)')
-    sp.add_argument('--preset', default=None, help='a preset name from configs/ (default tiny-cpu)')
-    sp.add_argument('--config', default=None,
-                    help='a YAML config file, layered over the preset (or the one it names with preset:)')
-    sp.add_argument('--set', action='append', metavar='KEY=VALUE',
-                    help='override a config key, e.g. selfplay.iterations=3')
+    _config_options(sp)
     sp.add_argument('--run-dir', default=None, help='where the run is written (default runs/<preset name>)')
     sp.add_argument('--resume', default=None, metavar='RUN_DIR', help='continue a run after a crash or a kill')
     sp.set_defaults(run=_selfplay)
     cf = sub.add_parser('config', help='show the resolved config a run would use')
     cf.add_argument('action', choices=['show'])
-    cf.add_argument('--preset', default=None, help='a preset name from configs/ (default tiny-cpu)')
-    cf.add_argument('--config', default=None, help='a YAML config file, layered over the preset')
-    cf.add_argument('--set', action='append', metavar='KEY=VALUE', help='override a config key')
+    _config_options(cf)
     cf.set_defaults(run=_config)
+    pn = sub.add_parser('plan', help="what each GPU of a run will hold, and whether it fits (before anything starts)")
+    _config_options(pn)
+    pn.add_argument('--gpus', type=int, default=None, help="GPUs on the node (default: the launch section's count)")
+    pn.add_argument('--gpu-memory', type=float, default=80.0, metavar='GB', help='memory of each GPU, GiB (default 80)')
+    pn.set_defaults(run=_plan)
     pl = sub.add_parser('play', help='play an environment yourself in the terminal')
     pl.add_argument('env',
                     help='a seed environment name, rg:<dataset> (reasoning-gym), a Python file, or an id with --memory')
@@ -226,6 +246,7 @@ def parser() -> argparse.ArgumentParser:
     me.set_defaults(run=_memory)
     return p
 
+# %% ../nbs/20_cli.ipynb #8fb096d6
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `spade` console script."
     args = parser().parse_args(argv)

@@ -36,14 +36,14 @@ from .rollout import EnvJob, RolloutConfig, RolloutResult, certify, play
 from .trainer import TrainerConfig
 
 # %% auto #0
-__all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'RunConfig', 'presets_dir', 'list_presets', 'load_config',
-           'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationIndex', 'DesignColumns', 'PlayColumns',
-           'EvalColumns', 'UpdateColumns', 'RewardColumns', 'CostColumns', 'IterationMetrics', 'PendingDesign',
-           'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds',
-           'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow', 'RewardOutcome',
-           'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome', 'agent_samples',
-           'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale', 'StageClock',
-           'choose_envs', 'write_transcripts', 'SelfPlay', 'plot_run', 'Run']
+__all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'LaunchConfig', 'RunConfig', 'presets_dir', 'list_presets',
+           'load_config', 'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationIndex', 'DesignColumns',
+           'PlayColumns', 'EvalColumns', 'UpdateColumns', 'RewardColumns', 'CostColumns', 'IterationMetrics',
+           'PendingDesign', 'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs',
+           'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage',
+           'RewardRow', 'RewardOutcome', 'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome',
+           'agent_samples', 'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale',
+           'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -84,6 +84,26 @@ class SelfPlayConfig(Config):
             why = check_heldout_name(h)
             self.check('heldout', why is None, why)
 
+# %% ../nbs/16_selfplay.ipynb #580d7d93
+@dataclass
+class LaunchConfig(Config):
+    """Which GPUs of a node do what: read by `spade plan` (and by the launcher of a distributed run). With no generation
+    GPUs, generation shares the training GPUs (the engine in process, or the HF model itself)."""
+    generation_gpus: int = 0  # GPUs that only serve generation (vLLM servers, backend openai)
+    tensor_parallel: int = 1  # GPUs per generation server
+    data_parallel: int = 1  # generation servers (generation_gpus = tensor_parallel x data_parallel)
+    training_gpus: int = 1  # data-parallel training ranks (accelerate launch), each with a whole copy of the model
+
+    def validate(self):
+        for k in ('tensor_parallel', 'data_parallel', 'training_gpus'):
+            self.check(k, getattr(self, k) >= 1, 'must be at least 1')
+        self.check('generation_gpus', self.generation_gpus in (0, self.tensor_parallel * self.data_parallel),
+                   f'must be 0 (generation shares the training GPUs) or tensor_parallel x data_parallel '
+                   f'= {self.tensor_parallel * self.data_parallel}')
+
+    @property
+    def gpus(self) -> int: return self.generation_gpus + self.training_gpus
+
 # %% ../nbs/16_selfplay.ipynb #89a662e7
 @dataclass
 class RunConfig(Config):
@@ -98,6 +118,7 @@ class RunConfig(Config):
     reward: RewardConfig = field(default_factory=RewardConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
 
     def validate(self):
         if self.llm.backend != 'hf' and self.trainer.lora_r > self.llm.engine.max_lora_rank:

@@ -531,12 +531,15 @@ class MemoryPeak:
             self.peak = _status_bytes('VmHWM') - self.resting
 
 # %% ../nbs/15_trainer.ipynb #c89203be
+_ATTENTION = ('q_proj', 'k_proj', 'v_proj', 'o_proj')
+
 @dataclass
 class ModelDims:
-    "The sizes of a dense decoder-only transformer that set a training step's memory."
+    """The sizes of a decoder-only transformer that set its parameter count and a training step's memory: dense, or
+    with a mixture of experts in every layer's MLP."""
     vocab: int
     hidden: int
-    intermediate: int
+    intermediate: int  # the dense MLP's width (unused when every layer is a mixture of experts)
     layers: int
     heads: int
     kv_heads: int
@@ -545,35 +548,57 @@ class ModelDims:
     qk_norm: bool = False  # Qwen3 normalises queries and keys per head
     dtype: str = 'float32'  # of the activations and of the weights that are not quantized
     quantization: Literal['none', 'nf4'] = 'none'
+    experts: int = 0  # experts in each layer's MLP (0: a dense MLP)
+    active_experts: int = 0  # experts each token is routed to
+    moe_intermediate: int = 0  # each expert's width
+    qkv_bias: bool = False  # Qwen2.5 adds a bias to queries, keys and values
 
     @classmethod
     def of(cls, config, *, dtype: str = 'float32', quantization: str = 'none') -> ModelDims:
         "From a transformers config (`model.config`)."
         c = config.get_text_config() if hasattr(config, 'get_text_config') else config
-        if getattr(c, 'num_experts', 0) or getattr(c, 'num_local_experts', 0):
-            raise ValueError(f'{c.model_type}: step_memory models dense decoders; mixture-of-experts layers are not '
-                             'modelled yet')
         heads = c.num_attention_heads
         return cls(vocab=c.vocab_size, hidden=c.hidden_size, intermediate=c.intermediate_size,
                    layers=c.num_hidden_layers, heads=heads,
                    kv_heads=getattr(c, 'num_key_value_heads', None) or heads,
                    head_dim=getattr(c, 'head_dim', None) or c.hidden_size // heads,
                    tied=bool(getattr(c, 'tie_word_embeddings', False)), qk_norm=c.model_type.startswith('qwen3'),
-                   dtype=dtype, quantization=quantization)
+                   dtype=dtype, quantization=quantization,
+                   experts=getattr(c, 'num_experts', 0) or getattr(c, 'num_local_experts', 0) or 0,
+                   active_experts=getattr(c, 'num_experts_per_tok', 0) or 0,
+                   moe_intermediate=getattr(c, 'moe_intermediate_size', 0) or 0,
+                   qkv_bias=c.model_type.startswith('qwen2') and not c.model_type.startswith('qwen2_moe'))
 
-    def linears(self) -> dict[str, tuple[int, int]]:
-        "Each decoder layer's projections: name -> (in features, out features)."
-        H, nq, nkv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
-        return {'q_proj': (H, nq), 'k_proj': (H, nkv), 'v_proj': (H, nkv), 'o_proj': (nq, H),
-                'gate_proj': (H, self.intermediate), 'up_proj': (H, self.intermediate),
-                'down_proj': (self.intermediate, H)}
+# %% ../nbs/15_trainer.ipynb #39669cc3
+@patch
+def linears(self: ModelDims) -> dict[str, tuple[int, int]]:
+    "Each decoder layer's projections, an expert's for the MLP of a mixture: name -> (in features, out features)."
+    H, nq, nkv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
+    I = self.moe_intermediate if self.experts else self.intermediate
+    return {'q_proj': (H, nq), 'k_proj': (H, nkv), 'v_proj': (H, nkv), 'o_proj': (nq, H),
+            'gate_proj': (H, I), 'up_proj': (H, I), 'down_proj': (I, H)}
+
+@patch
+def copies(self: ModelDims, name: str, active: bool = False) -> int:
+    "How many of projection `name` a layer has (or a token passes through, `active`): one, or one per expert."
+    if name in _ATTENTION or not self.experts: return 1
+    return self.active_experts if active else self.experts
+
+@patch
+def params(self: ModelDims, active: bool = False) -> int:
+    "Parameters in all (or those a token passes through, `active`): projections, router, biases, norms, embeddings."
+    lin = sum(i * o * self.copies(n, active) for n, (i, o) in self.linears().items())
+    layer = lin + self.hidden * self.experts + (self.heads + 2 * self.kv_heads) * self.head_dim * self.qkv_bias
+    layer += 2 * self.hidden + 2 * self.head_dim * self.qk_norm
+    return layer * self.layers + self.vocab * self.hidden * (1 if self.tied else 2) + self.hidden
 
 # %% ../nbs/15_trainer.ipynb #4a3e0d8f
 _DTYPE_BYTES = {'float32': 4, 'bfloat16': 2, 'float16': 2}
 
 def _saved_per_token(d: ModelDims, targets: set[str], r: int) -> int:
     "Bytes one decoder layer keeps for backward per token, without checkpointing."
-    b, H, I = _DTYPE_BYTES[d.dtype], d.hidden, d.intermediate
+    b, H = _DTYPE_BYTES[d.dtype], d.hidden
+    I = d.linears()['up_proj'][1] * d.copies('up_proj', active=True)  # the MLP's width a token passes through
     nq, nkv = d.heads * d.head_dim, d.kv_heads * d.head_dim
     n = 2 * H * 4  # the residual stream into each RMSNorm, upcast to fp32
     # normed inputs of LoRA'd projections
@@ -581,6 +606,7 @@ def _saved_per_token(d: ModelDims, targets: set[str], r: int) -> int:
     n += (2 * nq + 2 * nkv + 3 * I) * b  # queries and keys after rotary, values, attention output; gate, SiLU(gate), up
     # down's input where LoRA'd; every LoRA's rank-r middle
     n += I * b * ('down_proj' in targets) + r * len(targets) * b
+    n += d.experts * 4 * 2  # the router's logits and their softmax, fp32
     return n + (nq + nkv) * 4 * d.qk_norm  # queries and keys into their RMSNorm, fp32
 
 def step_memory(dims: ModelDims, cfg: TrainerConfig, *, tokens: int | None = None,
@@ -592,18 +618,19 @@ def step_memory(dims: ModelDims, cfg: TrainerConfig, *, tokens: int | None = Non
     T = min(seq_len or cfg.max_seq_len, tokens)
     lin = d.linears()
     targets = {t for t in cfg.target_modules if t in lin}
-    linear = sum(i * o for i, o in lin.values()) * d.layers
-    rest = d.vocab * d.hidden * (1 if d.tied else 2) + (2 * d.hidden + 2 * d.head_dim * d.qk_norm) * d.layers + d.hidden
+    linear = sum(i * o * d.copies(n) for n, (i, o) in lin.items()) * d.layers
+    rest = d.params() - linear  # embeddings, norms, biases, routers: kept in 16 or 32 bits
     weights = linear * 4.5 / 8 + rest * 4 if d.quantization == 'nf4' else (linear + rest) * b
-    n_lora = cfg.lora_r * (sum(sum(lin[t]) for t in targets) * d.layers + (d.hidden + d.vocab)
+    n_lora = cfg.lora_r * (sum(sum(lin[t]) * d.copies(t) for t in targets) * d.layers + (d.hidden + d.vocab)
                            * ('lm_head' in cfg.target_modules))
     n_lora *= 2 if cfg.separate_adapters else 1
     saved = _saved_per_token(d, targets, cfg.lora_r) * tokens
+    mlp = lin['up_proj'][1] * d.copies('up_proj', active=True)
     chunk = max(1, int(cfg.logp_chunk_mb * 2**20) // (4 * d.vocab))
     out = {'weights': int(weights), 'lora': 4 * n_lora, 'grads': 4 * n_lora,
            'optimizer': (2 if cfg.optimizer == 'adamw8bit' else 8) * n_lora,
            'activations': d.layers * (d.hidden * b * tokens if cfg.gradient_checkpointing else saved),
-           'recompute': saved * cfg.gradient_checkpointing + (2 * d.hidden + 2 * d.intermediate) * b * tokens,
+           'recompute': saved * cfg.gradient_checkpointing + (2 * d.hidden + 2 * mlp) * b * tokens,
            'logp_chunk': 4 * min(chunk, tokens) * d.vocab * 4 + 2 * tokens * d.hidden * b,
            'attention_mask': tokens * T if tokens > T else 0}
     out['resting'] = out['weights'] + out['lora'] + out['optimizer']
