@@ -238,6 +238,13 @@ def section_selfplay(ck: Check, preset):
         ck.say('selfplay', f'generation on the {backend} backend inside the iteration (tokens generated / stage seconds, the sandbox '
                f'and parsing included, so a lower bound): ' + ', '.join(f'{k} {v:.0f} tokens/s' for k, v in rates.items()) +
                ' (compare the generation section\'s HF figure)', **{f'{k}_tokens_per_s': v for k, v in rates.items()})
+        import torch
+        from spade_nb.plan import plan
+        gib = torch.cuda.get_device_properties(0).total_memory / 2**30 if dev == 'cuda' else 80.0
+        p = plan(Run.load(work/'run').config, gpu_memory_gb=gib)
+        ck.say('selfplay', f'spade plan for this iteration\'s config: ' + '; '.join(f'{r.name} {r.need / 2**30:.1f} GiB'
+               for r in p.roles) + f' of {gib:.0f}; measured {peak_text(dev)}',
+               planned_gib={r.name: r.need / 2**30 for r in p.roles}, measured_peak_gib=peak_gb(dev))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
