@@ -180,6 +180,37 @@ def _memory(args) -> int:
         print(f'exported {mem.export(args.out)} environments to {args.out}')
     return 0
 
+# %% ../nbs/20_cli.ipynb #6d6150be
+def _run_adapter(run: str, checkpoint: int | None):
+    "A run's config and the adapter saved at `checkpoint` (default: the last one)."
+    from pathlib import Path
+    from spade_nb.selfplay import RunConfig
+    root = Path(run)
+    if not (root/'config.yaml').is_file(): raise FileNotFoundError(f'not a run directory (no config.yaml): {run}')
+    cps = sorted((root/'checkpoints').glob('iteration-*'), key=lambda p: int(p.name.split('-')[1]))
+    cp = root/'checkpoints'/f'iteration-{checkpoint:04d}' if checkpoint is not None else (cps[-1] if cps else None)
+    adapter = cp/'trainer'/'adapter' if cp is not None else None
+    if adapter is not None and not (adapter/'adapter_config.json').is_file() and (adapter/'agent').is_dir():
+        adapter = adapter/'agent'  # separate adapters: the agent's plays
+    if adapter is None or not adapter.is_dir():
+        raise FileNotFoundError(f'no checkpoint {"" if checkpoint is None else checkpoint} with an adapter in {run}')
+    return RunConfig.from_yaml(root/'config.yaml'), str(adapter)
+
+def _eval(args) -> int:
+    from spade_nb.evaluate import check_suites, evaluate, markdown_table, write_result
+    from spade_nb.llm import LLMConfig
+    from spade_nb.policy import load_policy
+    suites = check_suites(args.suite.split(','))  # before any weights load
+    if args.run_dir:
+        cfg, adapter = _run_adapter(args.run_dir, args.checkpoint)
+        llm = cfg.llm.replace(adapter=adapter)
+    else: llm, adapter = LLMConfig(model=args.model or 'embedded'), None
+    r = evaluate(load_policy(llm), suites, model=llm.model, adapter=adapter, limit=args.limit, seed=args.seed,
+                 max_new_tokens=args.max_new_tokens)
+    print(markdown_table(r))
+    if args.out: print('written: ' + ', '.join(map(str, write_result(r, args.out))))
+    return 0
+
 # %% ../nbs/20_cli.ipynb #55189873
 def _plan(args) -> int:
     from spade_nb.plan import advise, format_plan, plan, verdict
@@ -194,6 +225,20 @@ def _plan(args) -> int:
     return 2
 
 # %% ../nbs/20_cli.ipynb #1af48f6a
+def _eval_options(ev: argparse.ArgumentParser):
+    "`spade eval`'s options."
+    who = ev.add_mutually_exclusive_group()
+    who.add_argument('--model', default=None, help="'embedded' (default), a local folder or a hub id")
+    who.add_argument('--run', dest='run_dir', default=None, metavar='RUN_DIR',
+                     help="a run directory: its model with its adapter")
+    ev.add_argument('--checkpoint', type=int, default=None, help='the iteration whose adapter (default: the last)')
+    ev.add_argument('--suite', required=True, help='comma-separated: rg, humaneval, math:FILE, memory:PATH')
+    ev.add_argument('--limit', type=int, default=None, help='items per suite (per dataset; per group for rg)')
+    ev.add_argument('--seed', type=int, default=0)
+    ev.add_argument('--max-new-tokens', type=int, default=512, help='per completion (humaneval, math)')
+    ev.add_argument('--out', default=None, help='a results file (JSON; a .md table and a .png plot beside it)')
+    ev.set_defaults(run=_eval)
+
 def _config_options(p: argparse.ArgumentParser):
     "The options that name a config: a preset, a file over it, overrides."
     p.add_argument('--preset', default=None, help='a preset name from configs/ (default tiny-cpu)')
@@ -202,6 +247,7 @@ def _config_options(p: argparse.ArgumentParser):
     p.add_argument('--set', action='append', metavar='KEY=VALUE',
                    help='override a config key, e.g. selfplay.iterations=3')
 
+# %% ../nbs/20_cli.ipynb #52eb7cfb
 def parser() -> argparse.ArgumentParser:
     from spade_nb import __version__
     p = argparse.ArgumentParser(prog='spade', description='SPADE: self-play in executable environments.')
@@ -232,6 +278,7 @@ def parser() -> argparse.ArgumentParser:
     pn.add_argument('--gpus', type=int, default=None, help="GPUs on the node (default: the launch section's count)")
     pn.add_argument('--gpu-memory', type=float, default=80.0, metavar='GB', help='memory of each GPU, GiB (default 80)')
     pn.set_defaults(run=_plan)
+    _eval_options(sub.add_parser('eval', help='score a model, or a run at a checkpoint, on held-out suites'))
     pl = sub.add_parser('play', help='play an environment yourself in the terminal')
     pl.add_argument('env',
                     help='a seed environment name, rg:<dataset> (reasoning-gym), a Python file, or an id with --memory')

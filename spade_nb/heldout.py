@@ -106,9 +106,10 @@ def _unknown_dataset(dataset: str) -> str | None:
     close = difflib.get_close_matches(dataset, known, n=3)
     return f'unknown reasoning-gym dataset {dataset!r}' + (f'; did you mean {", ".join(close)}?' if close else '')
 
-def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: int = 2000) -> list[dict]:
+def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: int = 2000,
+                 leak_check: bool = True) -> list[dict]:
     """`n` instances of `dataset` (question, answer) that reasoning-gym scores 1.0 with their own answer and that do not
-    leak it."""
+    leak it (`leak_check`: the loop's held-out set must not; an evaluation's yes/no questions may)."""
     rg = _rg()
     if (why := _unknown_dataset(dataset)) is not None: raise ConfigError('selfplay.heldout', why)
     ds = rg.create_dataset(dataset, size=4 * n, seed=seed)  # oversampled: some instances are dropped below
@@ -117,7 +118,8 @@ def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: i
         q, a = str(item['question']), str(item['answer'])
         if not a.strip() or len(q) > max_question_chars or rg_score(ds, a, item) < 1.0 or not _same_answer(a, a):
             continue
-        if find_tokens(normalize_tokens(a), normalize_tokens(q)): continue  # the answer is in the question
+        # the answer is in the question
+        if leak_check and find_tokens(normalize_tokens(a), normalize_tokens(q)): continue
         out.append({'question': q, 'answer': a})
         if len(out) == n: break
     if len(out) < n:
@@ -126,11 +128,11 @@ def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: i
                           'for')
     return out
 
-def rg_env_source(dataset: str, n: int = 32, seed: int = 0, attempts: int = 1) -> str:
+def rg_env_source(dataset: str, n: int = 32, seed: int = 0, attempts: int = 1, leak_check: bool = True) -> str:
     "A self-contained environment module holding `n` instances of reasoning-gym's `dataset`."
     import importlib.metadata as md
     if attempts < 1: raise ConfigError('attempts', 'must be at least 1')
-    items = rg_instances(dataset, n, seed)
+    items = rg_instances(dataset, n, seed, leak_check=leak_check)
     cls = 'Rg' + ''.join(w.capitalize() for w in re.split(r'[^a-zA-Z0-9]+', dataset) if w) + 'Env'
     # the exported functions, so that the module embeds exactly what the parent checks with
     import spade_nb.heldout as mod

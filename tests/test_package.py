@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_import_does_not_load_torch():
-    mods = 'core embedded llm engines policy envs protocol worker sandbox admission seeds corpus designer hints memory heldout rollout regret trainer selfplay plan cli'
+    mods = 'core embedded llm engines policy envs protocol worker sandbox admission seeds corpus designer hints memory heldout rollout regret trainer selfplay plan evaluate cli'
     imports = '; '.join(f'import spade_nb.{m}' for m in mods.split())
     code = (f"import sys, spade_nb; {imports}; "
             "heavy = [m for m in ('torch', 'transformers', 'peft') if m in sys.modules]; "
