@@ -308,6 +308,7 @@ class BfclCase(ToolEnv):
     "One BFCL multi-turn case: the user's requests one per turn, bfcl-eval's backends, scored by its checker."
     max_turns = _STEPS * len(_CASE['question'])
     max_observation_chars = 8192
+    episodes = 0  # plays in this worker: each gets its own name in bfcl's registry of backend instances
 
     @classmethod
     def describe_tools(cls): return _CASE['tools']
@@ -317,7 +318,7 @@ class BfclCase(ToolEnv):
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
-        BfclCase.episodes = getattr(BfclCase, 'episodes', 0) + 1
+        BfclCase.episodes += 1
         self.name, self.turn, self.steps = f'spade_{BfclCase.episodes}', 0, 0
         self.calls = [[] for _ in _CASE['question']]
         return self.request(), {}
@@ -366,8 +367,8 @@ _BFCL_MOVES = r'''
         return obs, 0.0, False, self.turns >= self.max_turns, {}
 
     def solution(self):
-        "bfcl's ground-truth calls as tool calls (positional arguments named by the backends' signatures), "
-        "each turn ended by an answer."
+        """bfcl's ground-truth calls as tool calls (positional arguments named by the backends' signatures), each
+        turn ended by an answer."""
         from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import CLASS_FILE_PATH_MAPPING
         import importlib
         methods = {n: m for c in _CASE['involved_classes']
