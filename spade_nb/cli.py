@@ -232,7 +232,8 @@ def _eval_options(ev: argparse.ArgumentParser):
     who.add_argument('--run', dest='run_dir', default=None, metavar='RUN_DIR',
                      help="a run directory: its model with its adapter")
     ev.add_argument('--checkpoint', type=int, default=None, help='the iteration whose adapter (default: the last)')
-    ev.add_argument('--suite', required=True, help='comma-separated: rg, bfcl, humaneval, games, math:FILE, memory:PATH')
+    ev.add_argument('--suite', required=True,
+                    help='comma-separated: rg, bfcl, humaneval, games, math:FILE, memory:PATH')
     ev.add_argument('--limit', type=int, default=None, help='items per suite (per dataset; per group for rg)')
     ev.add_argument('--seed', type=int, default=0)
     ev.add_argument('--max-new-tokens', type=int, default=512,

@@ -558,6 +558,7 @@ _SOLVERS = {
 }
 """
 
+# %% ../nbs/19_evaluate.ipynb #e274a16b
 def game_env_source(game: str) -> str:
     "An environment that plays textarena's `game` (one of `GAMES`) with textarena's own code."
     import zipfile
@@ -585,7 +586,8 @@ def score_games(policy, *, limit: int | None = None, seed: int = 0, games: Seque
     res = play(policy, jobs, cfg, seed=seed, limits=limits)
     return [ItemScore('games', e.env_id[6:], f'{e.env_id[6:]}#{e.seed}', float(e.win)) for e in res.episodes]
 
-def game_answer_script(limit: int | None = None, seed: int = 0, wrong: bool = False, games: Sequence[str] = GAMES):
+def game_answer_script(limit: int | None = None, seed: int = 0, wrong: bool = False,
+                       games: Sequence[str] = GAMES):
     """A script (for `testing.scripted_policy`) that plays each game's solution, or (`wrong`) an illegal move every
     turn."""
     from spade_nb.sandbox import SandboxedEnv
@@ -704,7 +706,8 @@ def check_suites(suites: list[str]) -> list[str]:
     "The suite names, each known and with its argument where it needs one; else a `ConfigError` naming it."
     for s in suites:
         kind, _, arg = s.partition(':')
-        if kind not in ('rg', 'bfcl', 'humaneval', 'games', 'math', 'memory') or (kind in ('math', 'memory')) != bool(arg):
+        if kind not in ('rg', 'bfcl', 'humaneval', 'games', 'math', 'memory') \
+                or (kind in ('math', 'memory')) != bool(arg):
             raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
     return suites
 
