@@ -264,7 +264,7 @@ def _bfcl_tool(doc: dict) -> dict:
         if 'items' in v: extra += f" Items: {v['items'].get('type', 'any')}."
         props[k] = {'type': _BFCL_TYPES.get(v.get('type'), v.get('type', 'string')),
                     'description': v.get('description', '').strip() + extra}
-    return {'name': doc['name'], 'description': doc['description'],
+    return {'name': doc['name'], 'description': doc['description'].split(' Tool description: ')[-1],
             'parameters': {'type': 'object', 'properties': props,
                            'required': list(doc['parameters'].get('required', []))}}
 
@@ -279,8 +279,11 @@ def bfcl_cases(limit: int | None = None, category: str = 'multi_turn_base') -> l
             for c, m in _BFCL_DOCS.items()}
     for c in cases:
         c['answer'] = answers[c['id']]
-        c['tools'] = [_bfcl_tool(d) for k in c['involved_classes'] for d in docs[k]
-                      if d['name'] not in c.get('excluded_function', [])]
+        mine = [d for k in c['involved_classes'] for d in docs[k] if d['name'] not in c.get('excluded_function', [])]
+        c['tools'] = [_bfcl_tool(d) for d in mine]
+        heads = dict.fromkeys(d['description'].split(' Tool description: ')[0].removeprefix('This tool belongs to ')
+                              for d in mine if ' Tool description: ' in d['description'])
+        c['systems'] = 'The tools belong to ' + ' And to '.join(heads) if heads else ''
     return cases
 
 # %% ../nbs/19_evaluate.ipynb #c5c848e8
@@ -336,7 +339,7 @@ class BfclCase(ToolEnv):
         BfclCase.episodes += 1
         self.name, self.turn, self.steps = f'spade_{BfclCase.episodes}', 0, 0
         self.calls = [[] for _ in _CASE['question']]
-        return self.request(), {}
+        return (_CASE['systems'] + '\n\n' if _CASE['systems'] else '') + self.request(), {}
 
     def request(self) -> str:
         return '\n'.join(m['content'] for m in _CASE['question'][self.turn])
@@ -711,28 +714,34 @@ def check_suites(suites: list[str]) -> list[str]:
             raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
     return suites
 
+def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens) -> list[ItemScore]:
+    kind, _, arg = s.partition(':')
+    if kind == 'rg': return score_rg(policy, limit=limit, seed=seed, rollout=rollout, limits=limits)
+    if kind == 'bfcl': return score_bfcl(policy, limit=limit, seed=seed, limits=limits, max_new_tokens=max_new_tokens)
+    if kind == 'humaneval':
+        return score_humaneval(policy, limit=limit, seed=seed, limits=limits, max_new_tokens=max_new_tokens)
+    if kind == 'games': return score_games(policy, limit=limit, seed=seed, limits=limits, max_new_tokens=max_new_tokens)
+    if kind == 'math' and arg: return score_math(policy, arg, limit=limit, seed=seed, max_new_tokens=max_new_tokens)
+    if kind == 'memory' and arg:
+        return score_memory(policy, arg, limit=limit, seed=seed, rollout=rollout, limits=limits)
+    raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
+
 def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = None, limit: int | None = None,
              seed: int = 0, rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None,
              max_new_tokens: int = 512, progress=print) -> EvalResult:
-    "Score `policy` on `suites` (names of `SUITES`, with their file or path after a colon)."
+    """Score `policy` on `suites` (names of `SUITES`, with their file or path after a colon). A transformers policy
+    keeps each conversation's prefix within a suite (`HFPolicy.prefix_caching`)."""
+    import contextlib, time
     items = []
     for s in check_suites(suites):
-        kind, _, arg = s.partition(':')
         progress(f'suite {s}: playing')
-        if kind == 'rg': got = score_rg(policy, limit=limit, seed=seed, rollout=rollout, limits=limits)
-        elif kind == 'bfcl': got = score_bfcl(policy, limit=limit, seed=seed, limits=limits,
-                                              max_new_tokens=max_new_tokens)
-        elif kind == 'humaneval': got = score_humaneval(policy, limit=limit, seed=seed, limits=limits,
-                                                           max_new_tokens=max_new_tokens)
-        elif kind == 'games': got = score_games(policy, limit=limit, seed=seed, limits=limits,
-                                                max_new_tokens=max_new_tokens)
-        elif kind == 'math' and arg:
-            got = score_math(policy, arg, limit=limit, seed=seed, max_new_tokens=max_new_tokens)
-        elif kind == 'memory' and arg: got = score_memory(policy, arg, limit=limit, seed=seed, rollout=rollout,
-                                                          limits=limits)
-        else: raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
+        t, keep = time.time(), getattr(policy, 'prefix_caching', None)
+        with keep() if keep else contextlib.nullcontext():
+            got = _score_suite(policy, s, limit=limit, seed=seed, rollout=rollout, limits=limits,
+                               max_new_tokens=max_new_tokens)
         items += got
-        progress(f'suite {s}: {len(got)} items, mean {np.mean([x.score for x in got]) if got else float("nan"):.3f}')
+        mean = np.mean([x.score for x in got]) if got else float('nan')
+        progress(f'suite {s}: {len(got)} items, mean {mean:.3f}, {time.time() - t:.0f} s')
     return EvalResult(model, adapter, seed, limit, suite_scores(items), items, _versions(), _commit())
 
 # %% ../nbs/19_evaluate.ipynb #64ca829b

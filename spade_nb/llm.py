@@ -198,6 +198,7 @@ class HFPolicy:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.adapter_version: int | None = None
         self._close, self._rewrites = None, None
+        self._prefix = None  # kept prefixes, inside `prefix_caching()`
 
     def __repr__(self):
         return (f"HFPolicy({self.name!r}, device={self.device}, max_context={self.max_context}, "
@@ -337,36 +338,40 @@ def generate(self: HFPolicy, prompts, params=None, *, use_adapter=True) -> list[
         if params.seed is not None: torch.manual_seed(params.seed)
         for k in range(0, len(jobs), self.batch_size):
             chunk = jobs[k:k + self.batch_size]
-            for (i, j), c in zip(chunk, self._generate_batch([prompts[i] for i, _ in chunk], params)):
+            for (i, j), c in zip(chunk, self._generate_batch([prompts[i] for i, _ in chunk], params,
+                                                                   (version, params.adapter, use_adapter))):
                 c.prompt_index, c.sample_index, c.adapter_version = i, j, version
                 out[i][j] = c
     return out
 
 # %% ../nbs/02_llm.ipynb #9f89f250
 @patch
-def _generate_batch(self: HFPolicy, prompts, params) -> list[Completion]:
+def _generate_batch(self: HFPolicy, prompts, params, scope=None) -> list[Completion]:
     import torch
     from transformers import GenerationConfig
     rooms = [self.max_context - len(p) for p in prompts]
     live = [b for b, r in enumerate(rooms) if r > 0]
     res = [Completion('', [], [], 'context') for _ in prompts]
     if not live: return res
-    width = max(len(prompts[b]) for b in live)
-    ids = torch.tensor([[self.pad_id] * (width - len(prompts[b])) + prompts[b] for b in live], device=self.device)
-    mask = torch.tensor([[0] * (width - len(prompts[b])) + [1] * len(prompts[b]) for b in live], device=self.device)
     greedy = params.temperature == 0
     rec = _BehaviourLogProbs(1.0 if greedy else params.temperature, 1.0 if greedy else params.top_p)
     gc = GenerationConfig(do_sample=not greedy, temperature=1.0, top_k=0, top_p=1.0,
                           max_new_tokens=min(params.max_new_tokens, max(rooms[b] for b in live)),
                           pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
                           stop_strings=list(params.stop) or None)
-    seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc, logits_processor=[rec],
-                               tokenizer=self.tokenizer if params.stop else None)
-    gen = seqs[:, width:]
-    lps = rec.finish(gen)
+    if self._prefix is not None:
+        gen, lps, keep = self._generate_with_prefixes([prompts[b] for b in live], gc, rec, scope)
+    else:
+        width, keep = max(len(prompts[b]) for b in live), lambda b, n: None
+        ids = torch.tensor([[self.pad_id] * (width - len(prompts[b])) + prompts[b] for b in live], device=self.device)
+        mask = torch.tensor([[0] * (width - len(prompts[b])) + [1] * len(prompts[b]) for b in live], device=self.device)
+        gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc, logits_processor=[rec],
+                                  tokenizer=self.tokenizer if params.stop else None)[:, width:]
+        lps = rec.finish(gen)
     gen = gen.cpu()
     for row, b in enumerate(live):
         res[b] = self._completion(gen[row].tolist(), lps[row].tolist(), min(params.max_new_tokens, rooms[b]), params)
+        keep(row, len(res[b].token_ids))
     return res
 
 @patch
@@ -387,6 +392,71 @@ def _completion(self: HFPolicy, ids, lps, cap, params) -> Completion:
     else: end, reason = len(ids), ('context' if cap < params.max_new_tokens else 'length')
     ids, lps = ids[:end], lps[:end]
     return Completion(self.decode(ids), ids, [float(x) for x in lps], reason)
+
+# %% ../nbs/02_llm.ipynb #3c814c44
+@patch
+@contextlib.contextmanager
+def prefix_caching(self: HFPolicy, mb: int = 2048):
+    "Within this context, keep each generated sequence's keys and values (at most `mb` MB) to extend it later."
+    import collections
+    cfg = getattr(self.model.config, 'text_config', None) or self.model.config
+    full = all(t == 'full_attention' for t in getattr(cfg, 'layer_types', None) or []) and not (
+        getattr(cfg, 'sliding_window', None) and getattr(cfg, 'use_sliding_window', True))
+    self._prefix, self._prefix_mb = collections.OrderedDict() if full else None, mb  # else: generate as before
+    try: yield self
+    finally: self._prefix = None
+
+@patch
+def _prefix_hit(self: HFPolicy, scope, p: list[int]) -> tuple:
+    "The longest kept sequence (under `scope`) that `p` extends, or ()."
+    best = max((k for s, k in self._prefix if s == scope and len(k) < len(p) and tuple(p[:len(k)]) == k), key=len,
+               default=())
+    if best: self._prefix.move_to_end((scope, best))
+    return best
+
+@patch
+def _prefix_keep(self: HFPolicy, scope, seq: tuple, kv: list):
+    "Keep `seq`'s keys and values (one (keys, values) pair a layer); drop the oldest beyond the budget."
+    self._prefix[(scope, seq)] = kv
+    size = lambda kv: sum(k.numel() * k.element_size() * 2 for k, _ in kv)
+    while len(self._prefix) > 1 and sum(map(size, self._prefix.values())) > self._prefix_mb * 2**20:
+        self._prefix.popitem(last=False)
+
+# %% ../nbs/02_llm.ipynb #b234cab2
+@patch
+def _generate_with_prefixes(self: HFPolicy, rows: list[list[int]], gc, rec, scope):
+    """`model.generate` over `rows`, each reading only what extends its kept prefix; (generated ids, their log-probs,
+    `keep(row, n)` that keeps row + its first n - 1 generated tokens)."""
+    import torch
+    from transformers import DynamicCache
+    hits = [self._prefix_hit(scope, p) for p in rows]
+    L, N = max(map(len, hits)), max(len(p) - len(h) for p, h in zip(rows, hits))
+    ids = [[self.pad_id] * (L + N - len(p) + len(h)) + p[len(h):] for p, h in zip(rows, hits)]
+    mask = [[0] * (L - len(h)) + [1] * len(h) + [0] * (N - len(p) + len(h)) + [1] * (len(p) - len(h))
+            for p, h in zip(rows, hits)]
+    cache = DynamicCache()
+    if L:
+        ref = next(self._prefix[(scope, h)] for h in hits if h)
+        for i, (k0, _) in enumerate(ref):
+            pad = lambda t: torch.cat([t.new_zeros(t.shape[0], L - t.shape[1], t.shape[2]), t], 1)
+            kv = [self._prefix[(scope, h)][i] if h else (k0[:, :0], k0[:, :0]) for h in hits]
+            cache.update(torch.stack([pad(k) for k, _ in kv]), torch.stack([pad(v) for _, v in kv]), i)
+    kw = dict(input_ids=torch.tensor(ids, device=self.device), attention_mask=torch.tensor(mask, device=self.device),
+              generation_config=gc, logits_processor=[rec], tokenizer=self.tokenizer if gc.stop_strings else None)
+    try: out = self.model.generate(**kw, cache=cache)
+    except ValueError as e:  # transformers before `cache` was the argument's name
+        if 'cache' not in str(e): raise
+        out = self.model.generate(**kw, past_key_values=cache)
+    gen, layers = out[:, L + N:], cache.layers  # the cache, extended in place
+    if any(getattr(l, 'keys', None) is None or l.keys.shape[2] != L + N + gen.shape[1] - 1 for l in layers):
+        self._prefix = None  # not one full-attention entry a token: generate as before from now on
+        return gen, rec.finish(gen), lambda b, n: None
+    def keep(b: int, n: int):
+        if n < 1: return
+        at = torch.tensor(mask[b] + [1] * (n - 1), device=self.device).bool()
+        kv = [(l.keys[b, :, :len(at)][:, at].clone(), l.values[b, :, :len(at)][:, at].clone()) for l in layers]
+        self._prefix_keep(scope, tuple(rows[b]) + tuple(gen[b, :n - 1].tolist()), kv)
+    return gen, rec.finish(gen), keep
 
 # %% ../nbs/02_llm.ipynb #aa4af006
 @patch
