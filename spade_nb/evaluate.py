@@ -324,7 +324,7 @@ _PACKAGES = {m.rsplit('.', k)[0] for m in _SOURCES for k in range(1, m.count('.'
 _BFCL_CASE = r'''
 class BfclCase(ToolEnv):
     "One BFCL multi-turn case: the user's requests one per turn, bfcl-eval's backends, scored by its checker."
-    max_turns = _STEPS * len(_CASE['question'])
+    max_turns = (_STEPS + 2) * len(_CASE['question'])
     max_observation_chars = 8192
     episodes = 0  # plays in this worker: each gets its own name in bfcl's registry of backend instances
 
@@ -360,28 +360,30 @@ class BfclCase(ToolEnv):
 
 # %% ../nbs/19_evaluate.ipynb #88cf8cba
 _BFCL_MOVES = r'''
-    def act(self, action: str) -> tuple[str, bool]:
-        "The observation for `action`, and whether it ends the user's turn (an answer, or the turn's last step)."
-        self.steps += 1
+    def act(self, action: str) -> str | None:
+        "The backends' answer to a tool call; None for a plain reply (an answer, or not a call), which ends the turn."
         try: kind, payload = parse_tool_action(action)
-        except ValueError as e: return f'error: {e}', self.steps >= _STEPS
-        if kind == 'answer': return '', True
+        except ValueError: return None  # bfcl: "Failed to decode the model response. Proceed to next turn."
+        if kind == 'answer': return None
+        self.steps += 1
         name, args = payload
         tool = next((t for t in _CASE['tools'] if t['name'] == name), None)
-        if tool is None: return f'error: unknown tool {name!r}', self.steps >= _STEPS
+        if tool is None: return f'error: unknown tool {name!r}'
         if bad := [k for k in args if k not in tool['parameters']['properties']]:
-            return f'error: {name} has no argument {bad[0]!r}', self.steps >= _STEPS
+            return f'error: {name} has no argument {bad[0]!r}'
         call = name + '(' + ', '.join(f'{k}={v!r}' for k, v in args.items()) + ')'
         self.calls[self.turn].append([call])
-        return self.run(call), self.steps >= _STEPS
+        return self.run(call)
 
     def step(self, action):
         self.turns += 1
-        obs, ends = self.act(action)
-        if ends:
+        obs = self.act(action)
+        if self.steps > _STEPS:  # bfcl: "Model has been forced to quit after 20 steps"; the case fails
+            return f'stopped: more than {_STEPS} calls in one turn', 0.0, True, False, {}
+        if obs is None:
             self.turn, self.steps = self.turn + 1, 0
-            if self.turn == len(_CASE['question']): return obs or 'done', self.score(), True, False, {}
-            obs = (obs + '\n\n' if obs else '') + self.request()
+            if self.turn == len(_CASE['question']): return 'done', self.score(), True, False, {}
+            obs = self.request()
         return obs, 0.0, False, self.turns >= self.max_turns, {}
 
     def solution(self):
@@ -404,7 +406,7 @@ _BFCL_MOVES = r'''
         return out
 '''
 
-def bfcl_env_source(case: dict, steps: int = 10) -> str:
+def bfcl_env_source(case: dict, steps: int = 20) -> str:
     "An environment that plays `case` on bfcl-eval's own backends and scores it with its own checker."
     mods = _BFCL_MODULES + [f'eval_checker/multi_turn_eval/func_source_code/{_BFCL_DOCS[c]}.py'
                             for c in case['involved_classes']]
@@ -414,12 +416,12 @@ def bfcl_env_source(case: dict, steps: int = 10) -> str:
             + _SHIPPED_FINDER + _BFCL_CASE + _BFCL_MOVES)
 
 # %% ../nbs/19_evaluate.ipynb #813ff726
-def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = 10, max_new_tokens: int = 256,
+def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = 20, max_new_tokens: int = 256,
                rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None) -> list[ItemScore]:
-    "Play BFCL v4 multi_turn_base's cases (`steps` actions a request at most), each scored by bfcl-eval's checker."
+    "Play BFCL v4 multi_turn_base's cases (`steps` calls a request at most), each scored by bfcl-eval's checker."
     cases = bfcl_cases(limit)
     jobs = [EnvJob(f'bfcl:{c["id"]}', bfcl_env_source(c, steps), seeds=[seed]) for c in cases]
-    cfg = rollout or RolloutConfig(max_turns=steps * max(len(c['question']) for c in cases), replays=0, audit=0,
+    cfg = rollout or RolloutConfig(max_turns=(steps + 2) * max(len(c['question']) for c in cases), replays=0, audit=0,
                                    max_new_tokens=max_new_tokens)
     base = limits or SandboxLimits()
     limits = base.replace(max_tool_chars=65536, memory_mb=max(1024, base.memory_mb))
@@ -427,7 +429,7 @@ def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = 
     return [ItemScore('bfcl', 'multi_turn_base', e.env_id[5:], float(e.win)) for e in res.episodes]
 
 # %% ../nbs/19_evaluate.ipynb #28b3a976
-def bfcl_answer_script(limit: int | None = None, wrong: bool = False, steps: int = 10):
+def bfcl_answer_script(limit: int | None = None, wrong: bool = False, steps: int = 20):
     """A script (for `testing.scripted_policy`) that plays each case's ground truth, or (`wrong`) ends every request
     at once."""
     from spade_nb.sandbox import SandboxedEnv
