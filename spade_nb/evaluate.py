@@ -5,6 +5,7 @@
 # %% ../nbs/19_evaluate.ipynb #cdf919b5
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -24,14 +25,14 @@ from .rollout import EnvJob, RolloutConfig, play
 from .sandbox import SandboxError, SandboxLimits
 
 # %% auto #0
-__all__ = ['RG_EVAL', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256', 'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL',
-           'TEXTARENA_SHA256', 'GAMES', 'SUITES', 'ItemScore', 'SuiteScore', 'suite_scores', 'pass_at_k', 'rg_counts',
-           'score_rg', 'rg_answer_script', 'humaneval_problems', 'humaneval_env_source', 'score_programs',
-           'humaneval_program', 'score_humaneval', 'shipped_wheel', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases',
-           'bfcl_env_source', 'score_bfcl', 'bfcl_answer_script', 'textarena_wheel', 'textarena_games',
-           'game_env_source', 'game_seeds', 'score_games', 'game_answer_script', 'math_items', 'score_math_answers',
-           'score_math', 'memory_envs', 'score_memory', 'replay_memory', 'EvalResult', 'check_suites', 'evaluate',
-           'markdown_table', 'write_result']
+__all__ = ['RG_EVAL', 'RG_MAX_ANSWER_CHARS', 'RG_LEVELS', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256',
+           'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL', 'TEXTARENA_SHA256', 'GAMES', 'SUITES', 'ItemScore', 'SuiteScore',
+           'suite_scores', 'pass_at_k', 'rg_counts', 'score_rg', 'rg_answer_script', 'humaneval_problems',
+           'humaneval_env_source', 'score_programs', 'humaneval_program', 'score_humaneval', 'shipped_wheel',
+           'wheel_names', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source', 'score_bfcl',
+           'bfcl_answer_script', 'textarena_wheel', 'textarena_games', 'game_env_source', 'game_seeds', 'score_games',
+           'game_answer_script', 'math_items', 'score_math_answers', 'score_math', 'memory_envs', 'score_memory',
+           'replay_memory', 'EvalResult', 'check_suites', 'evaluate', 'markdown_table', 'write_result']
 
 # %% ../nbs/19_evaluate.ipynb #09806bd6
 @dataclass
@@ -93,26 +94,45 @@ def rg_counts(limit: int | None = None, per_dataset: int = 32) -> dict[str, dict
         for i in range(limit): out[g][ds[i % len(ds)]] = out[g].get(ds[i % len(ds)], 0) + 1
     return out
 
+# %% ../nbs/19_evaluate.ipynb #d7d7d088
+RG_MAX_ANSWER_CHARS = 400
+RG_LEVELS = {  # curriculum level of each dataset (see above); the maximum where it fits
+    'basic_arithmetic': 4, 'chain_sum': 10, 'decimal_arithmetic': 3, 'fraction_simplification': 3, 'gcd': 3, 'lcm': 3,
+    'prime_factorization': 3, 'power_function': 4, 'bitwise_arithmetic': 8, 'leg_counting': 35, 'simple_equations': 3,
+    'polynomial_equations': 3, 'complex_arithmetic': 3,
+    'base_conversion': 4, 'count_primes': 4, 'letter_counting': 7, 'number_filtering': 0, 'number_sorting': 0,
+    'spell_backward': 3, 'word_sorting': 1, 'isomorphic_strings': 2, 'ransom_note': 3, 'binary_alternation': 3,
+    'group_anagrams': 0, 'string_manipulation': 1,
+    'number_sequence': 1, 'figlet_font': 2, 'color_cube_rotation': 1, 'needle_haystack': 0,
+    'knights_knaves': 3, 'syllogism': 3, 'circuit_logic': 0, 'aiw': 8, 'self_reference': 9, 'zebra_puzzles': 2,
+}
+
+
 # %% ../nbs/19_evaluate.ipynb #e2e0dd5d
-def score_rg(policy, *, limit: int | None = None, seed: int = 0, attempts: int = 2,
-             rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None) -> list[ItemScore]:
-    "Play the `rg` suite: each group's datasets as environments, without hints."
-    jobs, group = [], {}
+def score_rg(policy, *, limit: int | None = None, seed: int = 0, attempts: int = 2, levels: dict | None = None,
+             max_new_tokens: int = 512, rollout: RolloutConfig | None = None,
+             limits: SandboxLimits | None = None) -> list[ItemScore]:
+    "Play the `rg` suite: each group's datasets (at `levels`, default `RG_LEVELS`) as environments, without hints."
+    jobs, group, levels = [], {}, RG_LEVELS if levels is None else levels
     for g, counts in rg_counts(limit).items():
         for d, n in counts.items():
-            jobs.append(EnvJob(f'rg:{d}', rg_env_source(d, n=n, seed=seed, attempts=attempts, leak_check=False),
-                               seeds=list(range(n))))
+            code = rg_env_source(d, n=n, seed=seed, attempts=attempts, leak_check=False, level=levels.get(d),
+                                 max_answer_chars=RG_MAX_ANSWER_CHARS)
+            jobs.append(EnvJob(f'rg:{d}', code, seeds=list(range(n))))
             group[f'rg:{d}'] = g
-    res = play(policy, jobs, rollout or RolloutConfig(max_turns=attempts), seed=seed, limits=limits)
+    cfg = rollout or RolloutConfig(max_turns=attempts, max_new_tokens=max_new_tokens, replays=0, audit=0)
+    res = play(policy, jobs, cfg, seed=seed, limits=limits)
     return [ItemScore('rg', group[e.env_id], f'{e.env_id[3:]}#{e.seed}', float(e.win)) for e in res.episodes]
 
 # %% ../nbs/19_evaluate.ipynb #e42a13fb
-def rg_answer_script(limit: int | None = None, seed: int = 0, wrong: bool = False):
+def rg_answer_script(limit: int | None = None, seed: int = 0, wrong: bool = False, levels: dict | None = None):
     "A script (for `testing.scripted_policy`) that answers each `rg` question right, or (`wrong`) with a wrong word."
-    answers = {}
+    answers, levels = {}, RG_LEVELS if levels is None else levels
     for counts in rg_counts(limit).values():
         for d, n in counts.items():
-            answers.update((x['question'], x['answer']) for x in rg_instances(d, n, seed, leak_check=False))
+            items = rg_instances(d, n, seed, leak_check=False, level=levels.get(d),
+                                 max_answer_chars=RG_MAX_ANSWER_CHARS)
+            answers.update((x['question'], x['answer']) for x in items)
     def script(text: str, k: int) -> str:
         a = next((a for q, a in answers.items() if q in text), None)
         return '\\boxed{zzzz}' if wrong or a is None else f'\\boxed{{{a}}}'
@@ -229,10 +249,27 @@ def shipped_wheel(requirement: str, wheel: str, sha256: str, env: str) -> Path:
         _CHECKED.add(key)
     return whl
 
+def _stamp(whl: Path) -> tuple:
+    st = whl.stat()
+    return str(whl), st.st_size, st.st_mtime_ns
+
+@functools.lru_cache(maxsize=None)
+def _wheel_zip(stamp: tuple) -> tuple[list[str], dict]:
+    "A wheel's file names, and the texts read from it so far (this process reads each once)."
+    import zipfile
+    with zipfile.ZipFile(stamp[0]) as z: return z.namelist(), {}
+
+def wheel_names(whl: Path) -> list[str]:
+    "The paths of a wheel's files."
+    return _wheel_zip(_stamp(whl))[0]
+
 def wheel_texts(whl: Path, names: list[str]) -> dict[str, str]:
     "The text of files in a wheel, by their paths in it."
     import zipfile
-    with zipfile.ZipFile(whl) as z: return {n: z.read(n).decode() for n in names}
+    _, texts = _wheel_zip(stamp := _stamp(whl))
+    if missing := [n for n in names if n not in texts]:
+        with zipfile.ZipFile(stamp[0]) as z: texts.update((n, z.read(n).decode()) for n in missing)
+    return {n: texts[n] for n in names}
 
 
 # %% ../nbs/19_evaluate.ipynb #b7e1a2c4
@@ -566,12 +603,11 @@ _SOLVERS = {
 # %% ../nbs/19_evaluate.ipynb #e274a16b
 def game_env_source(game: str) -> str:
     "An environment that plays textarena's `game` (one of `GAMES`) with textarena's own code."
-    import zipfile
     spec = textarena_games([game])[game]
     folder = spec['module'].rsplit('.', 1)[0].replace('.', '/') + '/'
-    with zipfile.ZipFile(textarena_wheel()) as z:
-        names = ['textarena/core.py', 'textarena/state.py'] + [n for n in z.namelist() if n.startswith(folder)
-                                                               and n.endswith('.py') and not n.endswith('__init__.py')]
+    names = ['textarena/core.py', 'textarena/state.py'] + [n for n in wheel_names(textarena_wheel())
+                                                           if n.startswith(folder) and n.endswith('.py')
+                                                           and not n.endswith('__init__.py')]
     sources = {n[:-3].replace('/', '.'): s for n, s in wheel_texts(textarena_wheel(), names).items()}
     sources['textarena'] = _TEXTARENA_INIT
     return (f'_SOURCES = {sources!r}\n_SPEC = {spec!r}\n_GAME = {game!r}\n'
@@ -718,7 +754,8 @@ def check_suites(suites: list[str]) -> list[str]:
 
 def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens) -> list[ItemScore]:
     kind, _, arg = s.partition(':')
-    if kind == 'rg': return score_rg(policy, limit=limit, seed=seed, rollout=rollout, limits=limits)
+    if kind == 'rg':
+        return score_rg(policy, limit=limit, seed=seed, rollout=rollout, limits=limits, max_new_tokens=max_new_tokens)
     if kind == 'bfcl': return score_bfcl(policy, limit=limit, seed=seed, limits=limits, max_new_tokens=max_new_tokens)
     if kind == 'humaneval':
         return score_humaneval(policy, limit=limit, seed=seed, limits=limits, max_new_tokens=max_new_tokens)

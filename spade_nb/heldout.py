@@ -17,7 +17,7 @@ from .core import ConfigError
 from .memory import EnvMemory, EnvRecord
 
 # %% auto #0
-__all__ = ['RG_GROUPS', 'RG_DEFAULT', 'rg_score', 'rg_datasets', 'rg_instances', 'rg_env_source', 'heldout_sources',
+__all__ = ['RG_GROUPS', 'RG_DEFAULT', 'rg_score', 'rg_datasets', 'rg_dataset', 'rg_instances', 'rg_env_source', 'heldout_sources',
            'check_heldout_name', 'env_source', 'HeldoutEnv', 'open_heldout', 'duplicates_heldout', 'Evaluation',
            'wilson', 'evaluate_heldout']
 
@@ -48,7 +48,7 @@ RG_GROUPS = {
 RG_DEFAULT = [d for g in RG_GROUPS.values() for d in g]
 
 _MODULE = '''"""{title}: {n} instances of reasoning-gym's {dataset!r} dataset \
-(reasoning-gym {version}, seed {seed}), embedded as data."""
+(reasoning-gym {version}, seed {seed}{setting}), embedded as data."""
 import json
 import math
 import re
@@ -106,17 +106,35 @@ def _unknown_dataset(dataset: str) -> str | None:
     close = difflib.get_close_matches(dataset, known, n=3)
     return f'unknown reasoning-gym dataset {dataset!r}' + (f'; did you mean {", ".join(close)}?' if close else '')
 
-def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: int = 2000,
-                 leak_check: bool = True) -> list[dict]:
-    """`n` instances of `dataset` (question, answer) that reasoning-gym scores 1.0 with their own answer and that do not
-    leak it (`leak_check`: the loop's held-out set must not; an evaluation's yes/no questions may)."""
+def rg_dataset(dataset: str, size: int, seed: int = 0, level: int | None = None):
+    """reasoning-gym's `dataset` at its default settings, or (`level`) at its curriculum's level: every attribute at
+    that level (at its own highest where it has fewer), ranges at their upper segment only."""
     rg = _rg()
     if (why := _unknown_dataset(dataset)) is not None: raise ConfigError('selfplay.heldout', why)
-    ds = rg.create_dataset(dataset, size=4 * n, seed=seed)  # oversampled: some instances are dropped below
+    if level is None: return rg.create_dataset(dataset, size=size, seed=seed)
+    import dataclasses
+    from reasoning_gym.coaching.base_curriculum import DefaultCurriculumContext, RangeAttributeMode
+    from reasoning_gym.factory import CURRICULA, create_curriculum
+    if dataset not in CURRICULA: raise ConfigError('level', f'reasoning-gym dataset {dataset!r} has no curriculum')
+    cur = create_curriculum(dataset)
+    cur.set_global_level(level)
+    cfg = cur.generate_configuration({'seed': seed, 'size': size},
+                                     DefaultCurriculumContext(mode=RangeAttributeMode.UPPER_BOUND))
+    return rg.create_dataset(dataset, **dataclasses.asdict(cfg))
+
+
+# %% ../nbs/15a_heldout.ipynb #bfe53da8
+def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: int = 2000,
+                 leak_check: bool = True, level: int | None = None, max_answer_chars: int | None = None) -> list[dict]:
+    """`n` instances of `dataset` (question, answer) that reasoning-gym scores 1.0 with their own answer and that do not
+    leak it (`leak_check`: the loop's held-out set must not; an evaluation's yes/no questions may); `level`: the
+    curriculum's (`rg_dataset`); answers longer than `max_answer_chars` are left out."""
+    ds = rg_dataset(dataset, 4 * n, seed, level)  # oversampled: some instances are dropped below
     out = []
     for item in ds:
         q, a = str(item['question']), str(item['answer'])
-        if not a.strip() or len(q) > max_question_chars or rg_score(ds, a, item) < 1.0 or not _same_answer(a, a):
+        if not a.strip() or len(q) > max_question_chars or len(a) > (max_answer_chars or len(a)) \
+                or rg_score(ds, a, item) < 1.0 or not _same_answer(a, a):
             continue
         # the answer is in the question
         if leak_check and find_tokens(normalize_tokens(a), normalize_tokens(q)): continue
@@ -128,16 +146,18 @@ def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: i
                           'for')
     return out
 
-def rg_env_source(dataset: str, n: int = 32, seed: int = 0, attempts: int = 1, leak_check: bool = True) -> str:
+def rg_env_source(dataset: str, n: int = 32, seed: int = 0, attempts: int = 1, leak_check: bool = True,
+                  level: int | None = None, max_answer_chars: int | None = None) -> str:
     "A self-contained environment module holding `n` instances of reasoning-gym's `dataset`."
     import importlib.metadata as md
     if attempts < 1: raise ConfigError('attempts', 'must be at least 1')
-    items = rg_instances(dataset, n, seed, leak_check=leak_check)
+    items = rg_instances(dataset, n, seed, leak_check=leak_check, level=level, max_answer_chars=max_answer_chars)
     cls = 'Rg' + ''.join(w.capitalize() for w in re.split(r'[^a-zA-Z0-9]+', dataset) if w) + 'Env'
     # the exported functions, so that the module embeds exactly what the parent checks with
     import spade_nb.heldout as mod
     matcher = '\n'.join(inspect.getsource(f) for f in (mod._norm_answer, mod._same_answer))
     return _MODULE.format(title=cls, n=len(items), dataset=dataset, version=md.version('reasoning-gym'), seed=seed,
+                          setting='' if level is None else f', curriculum level {level}',
                           data=json.dumps(items, ensure_ascii=False), matcher=matcher, cls=cls, attempts=attempts)
 
 # %% ../nbs/15a_heldout.ipynb #624bc446
