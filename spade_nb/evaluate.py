@@ -5,6 +5,7 @@
 # %% ../nbs/19_evaluate.ipynb #cdf919b5
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import json
@@ -27,9 +28,9 @@ from .sandbox import SandboxError, SandboxLimits
 # %% auto #0
 __all__ = ['RG_EVAL', 'RG_MAX_ANSWER_CHARS', 'RG_LEVELS', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256',
            'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL', 'TEXTARENA_SHA256', 'GAMES', 'SUITES', 'ItemScore', 'SuiteScore',
-           'suite_scores', 'pass_at_k', 'rg_counts', 'score_rg', 'rg_answer_script', 'humaneval_problems',
-           'humaneval_env_source', 'score_programs', 'humaneval_program', 'score_humaneval', 'shipped_wheel',
-           'wheel_names', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source', 'score_bfcl',
+           'suite_scores', 'episode_scores', 'pass_at_k', 'rg_counts', 'score_rg', 'rg_answer_script',
+           'humaneval_problems', 'humaneval_env_source', 'score_programs', 'humaneval_program', 'score_humaneval',
+           'shipped_wheel', 'wheel_names', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source', 'score_bfcl',
            'bfcl_answer_script', 'textarena_wheel', 'textarena_games', 'game_env_source', 'game_seeds', 'score_games',
            'game_answer_script', 'math_items', 'score_math_answers', 'score_math', 'memory_envs', 'score_memory',
            'replay_memory', 'EvalResult', 'check_suites', 'evaluate', 'markdown_table', 'write_result']
@@ -42,6 +43,8 @@ class ItemScore:
     group: str  # the suite's group (rg: math, algorithmic, cognition, logic; the suite's name elsewhere)
     item: str  # its id in the suite (dataset#instance, task id, line)
     score: float  # in [0, 1]
+    # why the item was not scored (its environment's own solution lost on it, or its worker failed); None: scored
+    dropped: str | None = None
 
 @dataclass
 class SuiteScore:
@@ -54,9 +57,9 @@ class SuiteScore:
     hi: float
 
 def suite_scores(items: list[ItemScore]) -> list[SuiteScore]:
-    "Each group's score, and the whole suite's where it has more than one group."
+    "Each group's score, and the whole suite's where it has more than one group (items not dropped)."
     keys, order = {}, {}
-    for it in items:
+    for it in (x for x in items if x.dropped is None):
         keys.setdefault((it.suite, it.group), []).append(it.score)
         keys.setdefault((it.suite, 'all'), []).append(it.score)
         order.setdefault(it.suite, len(order))
@@ -66,6 +69,19 @@ def suite_scores(items: list[ItemScore]) -> list[SuiteScore]:
         if group == 'all' and sum(k[0] == suite for k in keys) == 2: continue  # one group: its row is the suite's
         out.append(SuiteScore(suite, group, len(xs), float(np.mean(xs)), *wilson(sum(xs), len(xs))))
     return out
+
+# %% ../nbs/19_evaluate.ipynb #ae024d2e
+def episode_scores(jobs: list[EnvJob], res, suite: str, group, item) -> list[ItemScore]:
+    """Each episode of `res` (a `play` result of `jobs`) scored 1 for a win, and each seed that has no episode as a
+    dropped item; `group(env_id)` and `item(env_id, seed)` name them."""
+    out, played = [], {(e.env_id, e.seed) for e in res.episodes}
+    for e in res.episodes: out.append(ItemScore(suite, group(e.env_id), item(e.env_id, e.seed), float(e.win)))
+    for j in jobs:
+        why = res.failures.get(j.env_id) or "its environment's own solution did not win"
+        out += [ItemScore(suite, group(j.env_id), item(j.env_id, s), 0.0, dropped=why)
+                for s in j.seeds if (j.env_id, s) not in played]
+    return out
+
 
 # %% ../nbs/19_evaluate.ipynb #f99b9053
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -111,7 +127,7 @@ RG_LEVELS = {  # curriculum level of each dataset (see above); the maximum where
 # %% ../nbs/19_evaluate.ipynb #e2e0dd5d
 def score_rg(policy, *, limit: int | None = None, seed: int = 0, attempts: int = 2, levels: dict | None = None,
              max_new_tokens: int = 512, rollout: RolloutConfig | None = None,
-             limits: SandboxLimits | None = None) -> list[ItemScore]:
+             limits: SandboxLimits | None = None, progress=None) -> list[ItemScore]:
     "Play the `rg` suite: each group's datasets (at `levels`, default `RG_LEVELS`) as environments, without hints."
     jobs, group, levels = [], {}, RG_LEVELS if levels is None else levels
     for g, counts in rg_counts(limit).items():
@@ -121,8 +137,8 @@ def score_rg(policy, *, limit: int | None = None, seed: int = 0, attempts: int =
             jobs.append(EnvJob(f'rg:{d}', code, seeds=list(range(n))))
             group[f'rg:{d}'] = g
     cfg = rollout or RolloutConfig(max_turns=attempts, max_new_tokens=max_new_tokens, replays=0, audit=0)
-    res = play(policy, jobs, cfg, seed=seed, limits=limits)
-    return [ItemScore('rg', group[e.env_id], f'{e.env_id[3:]}#{e.seed}', float(e.win)) for e in res.episodes]
+    res = play(policy, jobs, cfg, seed=seed, limits=limits, progress=progress)
+    return episode_scores(jobs, res, 'rg', group.get, lambda k, s: f'{k[3:]}#{s}')
 
 # %% ../nbs/19_evaluate.ipynb #e42a13fb
 def rg_answer_script(limit: int | None = None, seed: int = 0, wrong: bool = False, levels: dict | None = None):
@@ -185,8 +201,8 @@ def humaneval_env_source(tasks: list[dict]) -> str:
 
 # %% ../nbs/19_evaluate.ipynb #639e4628
 def score_programs(tasks: list[dict], programs: dict[str, list[str]], limits: SandboxLimits | None = None,
-                   suite: str = 'humaneval') -> list[ItemScore]:
-    "Run each task's programs in a sandbox worker; a task's score is pass@1 over its programs."
+                   suite: str = 'humaneval', progress=None) -> list[ItemScore]:
+    "Run each task's programs in a sandbox worker; a task's score is pass@1 over its programs (`progress(done, n)`)."
     from spade_nb.sandbox import SandboxedEnv
     code = humaneval_env_source(tasks)
     limits = (limits or SandboxLimits()).replace(max_action_chars=1 << 16, call_timeout=10.0)
@@ -204,6 +220,7 @@ def score_programs(tasks: list[dict], programs: dict[str, list[str]], limits: Sa
                     env = None
             n = len(programs.get(t['task_id'], []))
             out.append(ItemScore(suite, suite, t['task_id'], pass_at_k(n, passed, 1) if n else 0.0))
+            if progress: progress(i + 1, len(tasks))
     finally:
         if env is not None: env.close()
     return out
@@ -216,7 +233,7 @@ def humaneval_program(task: dict, text: str) -> str:
     return code if re.search(rf'def\s+{re.escape(task["entry_point"])}\s*\(', code) else task['prompt'] + code
 
 def score_humaneval(policy, *, limit: int | None = None, seed: int = 0, samples: int = 1, temperature: float = 0.2,
-                    max_new_tokens: int = 512, limits: SandboxLimits | None = None) -> list[ItemScore]:
+                    max_new_tokens: int = 512, limits: SandboxLimits | None = None, progress=None) -> list[ItemScore]:
     "Complete each problem `samples` times and run the programs in the sandbox."
     from spade_nb.llm import SamplingParams
     tasks = humaneval_problems(limit)
@@ -226,7 +243,7 @@ def score_humaneval(policy, *, limit: int | None = None, seed: int = 0, samples:
     outs = policy.generate(prompts, SamplingParams(n=samples, temperature=temperature, max_new_tokens=max_new_tokens,
                                                    seed=seed))
     programs = {t['task_id']: [humaneval_program(t, c.text) for c in o] for t, o in zip(tasks, outs)}
-    return score_programs(tasks, programs, limits)
+    return score_programs(tasks, programs, limits, progress=progress)
 
 # %% ../nbs/19_evaluate.ipynb #4c2a2c17
 _CHECKED: set = set()  # wheels whose sha256 this process has checked: (path, size, mtime)
@@ -454,7 +471,8 @@ def bfcl_env_source(case: dict, steps: int = 20) -> str:
 
 # %% ../nbs/19_evaluate.ipynb #813ff726
 def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = 20, max_new_tokens: int = 256,
-               rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None) -> list[ItemScore]:
+               rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None,
+               progress=None) -> list[ItemScore]:
     "Play BFCL v4 multi_turn_base's cases (`steps` calls a request at most), each scored by bfcl-eval's checker."
     cases = bfcl_cases(limit)
     jobs = [EnvJob(f'bfcl:{c["id"]}', bfcl_env_source(c, steps), seeds=[seed]) for c in cases]
@@ -462,8 +480,8 @@ def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = 
                                    max_new_tokens=max_new_tokens)
     base = limits or SandboxLimits()
     limits = base.replace(max_tool_chars=65536, memory_mb=max(1024, base.memory_mb))
-    res = play(policy, jobs, cfg, seed=seed, limits=limits)
-    return [ItemScore('bfcl', 'multi_turn_base', e.env_id[5:], float(e.win)) for e in res.episodes]
+    res = play(policy, jobs, cfg, seed=seed, limits=limits, progress=progress)
+    return episode_scores(jobs, res, 'bfcl', lambda k: 'multi_turn_base', lambda k, s: k[5:])
 
 # %% ../nbs/19_evaluate.ipynb #28b3a976
 def bfcl_answer_script(limit: int | None = None, wrong: bool = False, steps: int = 20):
@@ -620,12 +638,12 @@ def game_seeds(limit: int | None = None, seed: int = 0) -> list[int]:
 
 def score_games(policy, *, limit: int | None = None, seed: int = 0, games: Sequence[str] = GAMES,
                 max_new_tokens: int = 256, rollout: RolloutConfig | None = None,
-                limits: SandboxLimits | None = None) -> list[ItemScore]:
+                limits: SandboxLimits | None = None, progress=None) -> list[ItemScore]:
     "Play each of `games` on `limit` seeds; an item scores 1 for a win."
     jobs = [EnvJob(f'games:{g}', game_env_source(g), seeds=game_seeds(limit, seed)) for g in games]
     cfg = rollout or RolloutConfig(max_turns=100, replays=0, audit=0, max_new_tokens=max_new_tokens)
-    res = play(policy, jobs, cfg, seed=seed, limits=limits)
-    return [ItemScore('games', e.env_id[6:], f'{e.env_id[6:]}#{e.seed}', float(e.win)) for e in res.episodes]
+    res = play(policy, jobs, cfg, seed=seed, limits=limits, progress=progress)
+    return episode_scores(jobs, res, 'games', lambda k: k[6:], lambda k, s: f'{k[6:]}#{s}')
 
 def game_answer_script(limit: int | None = None, seed: int = 0, wrong: bool = False,
                        games: Sequence[str] = GAMES):
@@ -686,13 +704,14 @@ def memory_envs(path: str | Path) -> dict[str, str]:
     with EnvMemory(p) as m: return {f'memory:{r.id}': r.code for r in m.records()}
 
 def score_memory(policy, path, *, limit: int | None = None, seed: int = 0, rollout: RolloutConfig | None = None,
-                 limits: SandboxLimits | None = None) -> list[ItemScore]:
+                 limits: SandboxLimits | None = None, max_new_tokens: int = 512, progress=None) -> list[ItemScore]:
     "Play each environment on `limit` (default 4) seeds drawn from `seed`, without hints."
     rng = np.random.default_rng(seed)
     jobs = [EnvJob(k, code, seeds=[int(x) for x in rng.integers(0, 2**31, limit or 4)])
             for k, code in memory_envs(path).items()]
-    res = play(policy, jobs, rollout, seed=seed, limits=limits)
-    return [ItemScore('memory', 'memory', f'{e.env_id[7:]}#{e.seed}', float(e.win)) for e in res.episodes]
+    cfg = rollout or RolloutConfig(max_new_tokens=max_new_tokens, replays=0, audit=0)
+    res = play(policy, jobs, cfg, seed=seed, limits=limits, progress=progress)
+    return episode_scores(jobs, res, 'memory', lambda k: 'memory', lambda k, s: f'{k[7:]}#{s}')
 
 def replay_memory(path, *, limit: int | None = None, seed: int = 0, wrong: bool = False) -> list[ItemScore]:
     "The oracle (each seed's solution) or a wrong answer ('zzzz' every turn), through the environments' own rewards."
@@ -724,6 +743,7 @@ class EvalResult:
     items: list[ItemScore]
     versions: dict[str, str | None] = field(default_factory=dict)
     commit: str | None = None
+    settings: dict = field(default_factory=dict)  # what the suites were played with (tokens, levels, steps)
 
 def _versions() -> dict[str, str | None]:
     import importlib.metadata as md
@@ -752,36 +772,49 @@ def check_suites(suites: list[str]) -> list[str]:
             raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
     return suites
 
-def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens) -> list[ItemScore]:
+def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens, progress=None) -> list[ItemScore]:
     kind, _, arg = s.partition(':')
-    if kind == 'rg':
-        return score_rg(policy, limit=limit, seed=seed, rollout=rollout, limits=limits, max_new_tokens=max_new_tokens)
-    if kind == 'bfcl': return score_bfcl(policy, limit=limit, seed=seed, limits=limits, max_new_tokens=max_new_tokens)
-    if kind == 'humaneval':
-        return score_humaneval(policy, limit=limit, seed=seed, limits=limits, max_new_tokens=max_new_tokens)
-    if kind == 'games': return score_games(policy, limit=limit, seed=seed, limits=limits, max_new_tokens=max_new_tokens)
-    if kind == 'math' and arg: return score_math(policy, arg, limit=limit, seed=seed, max_new_tokens=max_new_tokens)
-    if kind == 'memory' and arg:
-        return score_memory(policy, arg, limit=limit, seed=seed, rollout=rollout, limits=limits)
+    common = dict(limit=limit, seed=seed, max_new_tokens=max_new_tokens)
+    played = dict(common, limits=limits, progress=progress)
+    if kind == 'rg': return score_rg(policy, rollout=rollout, **played)
+    if kind == 'bfcl': return score_bfcl(policy, **played)
+    if kind == 'humaneval': return score_humaneval(policy, **played)
+    if kind == 'games': return score_games(policy, **played)
+    if kind == 'math' and arg: return score_math(policy, arg, **common)
+    if kind == 'memory' and arg: return score_memory(policy, arg, rollout=rollout, **played)
     raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
 
 def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = None, limit: int | None = None,
              seed: int = 0, rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None,
-             max_new_tokens: int = 512, progress=print) -> EvalResult:
-    """Score `policy` on `suites` (names of `SUITES`, with their file or path after a colon). A transformers policy
-    keeps each conversation's prefix within a suite (`HFPolicy.prefix_caching`)."""
+             max_new_tokens: int = 512, progress=print, bars: bool = True) -> EvalResult:
+    """Score `policy` on `suites` (names of `SUITES`, with their file or path after a colon), a progress bar each
+    (`bars`). A transformers policy keeps each conversation's prefix within a suite (`HFPolicy.prefix_caching`)."""
     import contextlib, time
     items = []
     for s in check_suites(suites):
         progress(f'suite {s}: playing')
         t, keep = time.time(), getattr(policy, 'prefix_caching', None)
-        with keep() if keep else contextlib.nullcontext():
+        with keep() if keep else contextlib.nullcontext(), _bar(s, bars) as tick:
             got = _score_suite(policy, s, limit=limit, seed=seed, rollout=rollout, limits=limits,
-                               max_new_tokens=max_new_tokens)
+                               max_new_tokens=max_new_tokens, progress=tick)
         items += got
-        mean = np.mean([x.score for x in got]) if got else float('nan')
-        progress(f'suite {s}: {len(got)} items, mean {mean:.3f}, {time.time() - t:.0f} s')
-    return EvalResult(model, adapter, seed, limit, suite_scores(items), items, _versions(), _commit())
+        scored = [x.score for x in got if x.dropped is None]
+        mean, lost = np.mean(scored) if scored else float('nan'), len(got) - len(scored)
+        progress(f'suite {s}: {len(scored)} items, mean {mean:.3f}' + (f', {lost} dropped' if lost else '')
+                 + f', {time.time() - t:.0f} s')
+    settings = {'max_new_tokens': max_new_tokens, **({'rg_levels': dict(RG_LEVELS)} if 'rg' in suites else {}),
+                **({'bfcl_steps': 20} if 'bfcl' in suites else {})}
+    return EvalResult(model, adapter, seed, limit, suite_scores(items), items, _versions(), _commit(), settings)
+
+@contextlib.contextmanager
+def _bar(name: str, show: bool):
+    "A progress bar for one suite; yields `tick(done, total)`."
+    from tqdm import tqdm
+    with tqdm(desc=name, unit='item', disable=not show) as bar:
+        def tick(done: int, total: int):
+            bar.total, bar.n = total, done
+            bar.refresh()
+        yield tick
 
 # %% ../nbs/19_evaluate.ipynb #64ca829b
 def markdown_table(r: EvalResult) -> str:
@@ -789,8 +822,10 @@ def markdown_table(r: EvalResult) -> str:
     head = (f'Model `{r.model}`' + (f', adapter `{r.adapter}`' if r.adapter else '') + f', seed {r.seed}'
             + (f', limit {r.limit}' if r.limit else '')
             + '\n\n| suite | group | items | score | 90% interval |\n|---|---|---|---|---|\n')
-    return head + ''.join(f'| {s.suite} | {s.group} | {s.n} | {s.mean:.3f} | [{s.lo:.3f}, {s.hi:.3f}] |\n'
-                          for s in r.scores)
+    rows = ''.join(f'| {s.suite} | {s.group} | {s.n} | {s.mean:.3f} | [{s.lo:.3f}, {s.hi:.3f}] |\n' for s in r.scores)
+    lost = [x for x in r.items if x.dropped is not None]
+    return head + rows + (f'\n{len(lost)} items not scored: ' + '; '.join(f'{x.suite} {x.item} ({x.dropped})'
+                                                                       for x in lost[:10]) + '\n' if lost else '')
 
 def write_result(r: EvalResult, out: str | Path) -> list[Path]:
     "Write `out` (JSON), `out` with .md (the table) and .png (the plot); the paths written."

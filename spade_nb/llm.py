@@ -402,7 +402,8 @@ def prefix_caching(self: HFPolicy, mb: int = 2048):
     cfg = getattr(self.model.config, 'text_config', None) or self.model.config
     full = all(t == 'full_attention' for t in getattr(cfg, 'layer_types', None) or []) and not (
         getattr(cfg, 'sliding_window', None) and getattr(cfg, 'use_sliding_window', True))
-    self._prefix, self._prefix_mb = collections.OrderedDict() if full else None, mb  # else: generate as before
+    # else: generate as before
+    self._prefix, self._prefix_mb, self._prefix_bytes = collections.OrderedDict() if full else None, mb, 0
     try: yield self
     finally: self._prefix = None
 
@@ -417,10 +418,12 @@ def _prefix_hit(self: HFPolicy, scope, p: list[int]) -> tuple:
 @patch
 def _prefix_keep(self: HFPolicy, scope, seq: tuple, kv: list):
     "Keep `seq`'s keys and values (one (keys, values) pair a layer); drop the oldest beyond the budget."
+    size = lambda kv: sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+    if (scope, seq) in self._prefix: self._prefix_bytes -= size(self._prefix.pop((scope, seq)))
     self._prefix[(scope, seq)] = kv
-    size = lambda kv: sum(k.numel() * k.element_size() * 2 for k, _ in kv)
-    while len(self._prefix) > 1 and sum(map(size, self._prefix.values())) > self._prefix_mb * 2**20:
-        self._prefix.popitem(last=False)
+    self._prefix_bytes += size(kv)  # a running total: entries are only added here and dropped below
+    while len(self._prefix) > 1 and self._prefix_bytes > self._prefix_mb * 2**20:
+        self._prefix_bytes -= size(self._prefix.popitem(last=False)[1])
 
 # %% ../nbs/02_llm.ipynb #b234cab2
 @patch

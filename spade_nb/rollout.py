@@ -318,8 +318,9 @@ def _dead(failures: dict, env_id: EnvId) -> bool:
 
 # %% ../nbs/13_rollout.ipynb #da0954e2
 def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, seed: int | None = None,
-         limits: SandboxLimits | None = None) -> RolloutResult:
-    "Play every job's seeds (both arms when it has a hint) in lockstep; one sandbox worker per environment."
+         limits: SandboxLimits | None = None, progress=None) -> RolloutResult:
+    """Play every job's seeds (both arms when it has a hint) in lockstep; one sandbox worker per environment.
+    `progress(done, total)` hears of the episodes after each turn."""
     from spade_nb.llm import SamplingParams
     cfg = cfg or RolloutConfig()
     limits = (limits or SandboxLimits()).replace(call_timeout=cfg.step_timeout)
@@ -363,6 +364,7 @@ def play(policy, jobs: Sequence[EnvJob], cfg: RolloutConfig | None = None, *, se
                 if id(e) in still and _dead(failures, e.env_id):
                     e.ended_by = 'timeout' if failures[e.env_id] == 'timeout' else 'crash'
             active = [e for e in active if id(e) in still and not _dead(failures, e.env_id)]
+            if progress: progress(len(eps) - len(active), len(eps))
             live = [g for g in live if not g.done and not _dead(failures, g.env_id)]
             stats['env_seconds'] += time.perf_counter() - t
     finally:
