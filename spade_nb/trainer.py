@@ -21,8 +21,8 @@ from .core import Config, Sample
 
 # %% auto #0
 __all__ = ['ENGINE_KINDS', 'TrainerConfig', 'compute_advantages', 'pg_token_loss', 'aggregate', 'k3_kl', 'micro_batches',
-           'resolve_tis_cap', 'Trainer', 'selective_logp', 'OutputHead', 'output_head', 'MemoryPeak', 'ModelDims',
-           'step_memory']
+           'resolve_tis_cap', 'Trainer', 'selective_logp', 'OutputHead', 'output_head', 'token_logp', 'MemoryPeak',
+           'ModelDims', 'step_memory']
 
 # %% ../nbs/15_trainer.ipynb #25121bf6
 @dataclass
@@ -34,6 +34,9 @@ class TrainerConfig(Config):
     target_modules: list[str] = field(default_factory=lambda: ['q_proj', 'k_proj', 'v_proj', 'o_proj'])
     separate_adapters: bool = False  # one adapter per role instead of the paper's shared one
     gradient_checkpointing: bool = False
+    # several processes: 'fsdp2' shards parameters, gradients and optimizer state across them (torch's `fully_shard`);
+    # 'none': each holds a whole copy and gradients are summed
+    sharding: Literal['none', 'fsdp2'] = 'none'
     lr: float = 2e-5
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
@@ -210,6 +213,9 @@ class Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if (d := _dist()) is not None:
             for p in self.params: d.broadcast(p.data, 0)
+        self._check_head()
+        self.sharded = self.cfg.sharding == 'fsdp2' and d is not None and d.get_world_size() > 1
+        if self.sharded: self._shard(); self.params = [p for p in self.model.parameters() if p.requires_grad]
         betas = tuple(self.cfg.betas)
         if self.cfg.optimizer == 'adamw8bit':
             import bitsandbytes as bnb
@@ -221,7 +227,6 @@ class Trainer:
         self.sched = get_scheduler(name, self.opt, num_warmup_steps=self.cfg.warmup_steps,
                                    num_training_steps=self.cfg.total_steps)
         self.step = 0
-        self._check_head()
         policy.model = self.model
         policy.model.eval()
 
@@ -302,19 +307,24 @@ def output_head(model) -> OutputHead:
     return OutputHead(base.get_decoder(), head, vocab)
 
 # %% ../nbs/15_trainer.ipynb #64b8f858
-@patch
-def _logp(self: Trainer, ids, att, temps, mask=None):
+def token_logp(model, ids, att, temps, mask=None, *, chunk_mb: float = 256.0):
     """Log-prob of each token given its prefix at its row's temperature, [B, T]: 0 at position 0 and where `mask` is 0
-    (no mask: every real token)."""
+    (no mask: every real token); the head runs `chunk_mb` of fp32 logits at a time."""
     import torch
-    parts = output_head(self.model)
+    parts = output_head(model)
     keep = (att[:, 1:] > 0) if mask is None else (mask[:, 1:] > 0)  # the rows whose next token is trained
     # no KV cache to build
     hidden = parts.decoder(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state[:, :-1][keep]
-    chunk = max(1, int(self.cfg.logp_chunk_mb * 2**20) // (4 * parts.vocab))
+    chunk = max(1, int(chunk_mb * 2**20) // (4 * parts.vocab))
     lp = selective_logp(hidden, parts.head, ids[:, 1:][keep], temps[:, None].expand_as(keep)[keep], chunk_tokens=chunk)
     out = torch.zeros(keep.shape, dtype=torch.float32, device=ids.device).masked_scatter(keep, lp)
     return torch.cat([torch.zeros_like(out[:, :1]), out], 1)
+
+@patch
+def _logp(self: Trainer, ids, att, temps, mask=None):
+    "`token_logp` of the trained model (through its sharded root when sharded)."
+    if self.sharded: return self._fwd(ids, att, temps, mask)
+    return token_logp(self.model, ids, att, temps, mask, chunk_mb=self.cfg.logp_chunk_mb)
 
 @patch
 def _check_head(self: Trainer):
@@ -334,6 +344,37 @@ def _check_head(self: Trainer):
                          'states (a post-processing spade_nb.trainer.output_head does not know); the trainer cannot '
                          'take log-probs chunk by chunk')
 
+# %% ../nbs/15_trainer.ipynb #024fa7e7
+def _logp_module(model, chunk_mb: float):
+    "`token_logp` of `model` as a module's forward."
+    import torch
+    class TokenLogp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+        def forward(self, ids, att, temps, mask=None): return token_logp(self.model, ids, att, temps, mask,
+                                                                           chunk_mb=chunk_mb)
+    return TokenLogp()
+
+@patch
+def _shard(self: Trainer):
+    "Shard the decoder layers, then the rest under the log-prob root, with FSDP2; gradients summed over processes."
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+    layers = getattr(output_head(self.model).decoder, 'layers', None)
+    if layers is None:
+        raise ValueError(f'sharding: fsdp2 shards decoder layers, and {type(self.model.get_base_model()).__name__} '
+                         'has no `layers` list')
+    for layer in layers: fully_shard(layer)
+    self._fwd = fully_shard(_logp_module(self.model, self.cfg.logp_chunk_mb))
+    for m in self._fwd.modules():
+        if isinstance(m, FSDPModule):  # a plain sum (gloo has no pre-multiplied sum)
+            m.set_gradient_divide_factor(1.0); m.set_force_sum_reduction_for_comms(True)
+
+def _full(t):
+    "A sharded tensor gathered whole (every process must call it), or `t` itself."
+    return t.full_tensor() if hasattr(t, 'full_tensor') else t
+
+
 # %% ../nbs/15_trainer.ipynb #611a8666
 @patch
 def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: float, metrics: dict) -> tuple[float,
@@ -343,11 +384,12 @@ def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: flo
     import torch
     cfg = self.cfg
     ids, att, mask, behav, adv, temps = self._tensors(batch)
+    if cfg.kl_coef:  # the reference first: a sharded model's forward with gradients is the one its backward follows
+        with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps, mask)
     logp = self._logp(ids, att, temps, mask)
     old, cap = self._proximal(batch, logp, behav)
     tl, ratio = pg_token_loss(logp, behav, adv, clip_low=cfg.clip_low, clip_high=cfg.clip_high, old=old, tis_cap=cap)
     if cfg.kl_coef:
-        with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps, mask)
         kl = k3_kl(logp, ref)
         tl = tl + cfg.kl_coef * kl
         metrics['kl'] += float((kl.detach() * mask).sum()) / max(n_tokens, 1)
@@ -403,13 +445,13 @@ def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
             c, n = self._micro_step(batch, n_seqs, n_tokens, metrics)
             clipped += c; counted += n
         if role == 'agent' and tok['agent'] and tok['designer']: agent_grads = [g.clone() for g in self._grads()]
-    if (d := _dist()) is not None:
+    if (d := _dist()) is not None and not self.sharded:  # sharded: FSDP has summed them in backward
         for g in self._grads() if agent_grads is None else (*agent_grads, *self._grads()):
             d.all_reduce(g)  # each process holds its share of the global loss: the sum is the whole gradient
     metrics.update(self._role_shares(agent_grads, tok))
     metrics['behaviour_gap'] = (_all_sum(metrics.pop('gap_sum'))
                                 / t if (t := _all_sum(metrics.pop('gap_tokens'))) else None)
-    metrics['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
+    metrics['grad_norm'] = float(_full(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
     self.opt.step(); self.sched.step()
     self.opt.zero_grad(set_to_none=True)
     self.step += 1
@@ -438,7 +480,7 @@ def _role_shares(self: Trainer, agent_grads: list | None, tok: dict) -> dict:
     """Each role's token share and gradient norm before clipping: the designer's gradient is the whole minus the
     agent's, `agent_grads` (None: one role only)."""
     import torch
-    norm = lambda gs: float(torch.sqrt(sum((g.float() ** 2).sum() for g in gs))) if gs else 0.0
+    norm = lambda gs: float(torch.sqrt(sum((_full(g).float() ** 2).sum() for g in gs))) if gs else 0.0
     total = norm([p.grad for p in self.params if p.grad is not None])
     if agent_grads is None: na, nd = (total, 0.0) if tok['agent'] else (0.0, total)
     else: na, nd = norm(agent_grads), norm([p.grad - a for p, a in zip(self.params, agent_grads)])
@@ -460,13 +502,30 @@ def _publish(self: Trainer):
 
 # %% ../nbs/15_trainer.ipynb #f5843a29
 @patch
+def _state_module(self: Trainer):
+    "The module a checkpoint's names come from: the sharded root, or the same wrapper around the whole model."
+    return self._fwd if self.sharded else _logp_module(self.model, self.cfg.logp_chunk_mb)
+
+@patch
 def save(self: Trainer, path: str | Path):
-    "Adapter, optimizer, scheduler, all RNG states and the step, so that `load` resumes exactly."
+    """Adapter, optimizer, scheduler, all RNG states and the step, so that `load` resumes exactly (every process calls
+    it; rank 0 writes)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+    path = Path(path)
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
+    trainable, optim = get_state_dict(self._state_module(), self.opt, options=opts)  # every process takes part
+    if (d := _dist()) is None or d.get_rank() == 0: self._write(path, trainable, optim)
+    if d is not None: d.barrier()  # written before any process reads it
+
+@patch
+def _write(self: Trainer, path: Path, trainable: dict, optim: dict):
     import torch
     from safetensors.torch import save_file
-    path = Path(path); path.mkdir(parents=True, exist_ok=True)
-    self.model.save_pretrained(path/'adapter', selected_adapters=list(self.model.peft_config))
-    torch.save(self.opt.state_dict(), path/'optimizer.pt')
+    path.mkdir(parents=True, exist_ok=True)
+    self.model.save_pretrained(path/'adapter', selected_adapters=list(self.model.peft_config),
+                               state_dict={k.removeprefix('model.'): v for k, v in trainable.items()})
+    save_file(trainable, path/'trainable.safetensors')
+    torch.save(optim, path/'optimizer.pt')
     save_file({'torch_cpu': torch.get_rng_state()}, path/'rng.safetensors')
     np_state = np.random.get_state()
     (path/'state.json').write_text(json.dumps({
@@ -475,18 +534,24 @@ def save(self: Trainer, path: str | Path):
 
 @patch
 def load(self: Trainer, path: str | Path):
-    "Restore a checkpoint written by `save` into this trainer."
+    "Restore a checkpoint written by `save` (by any number of processes) into this trainer."
     import torch
     from peft import set_peft_model_state_dict
     from peft.utils import load_peft_weights
     from safetensors.torch import load_file
     path = Path(path)
     if not (path/'state.json').is_file(): raise FileNotFoundError(f'not a trainer checkpoint (no state.json): {path}')
-    for name in self.model.peft_config:
-        sub = path/'adapter' if name == 'default' else path/'adapter'/name
-        set_peft_model_state_dict(self.model, load_peft_weights(str(sub), device=str(self.policy.device)),
-                                  adapter_name=name)
-    self.opt.load_state_dict(torch.load(path/'optimizer.pt', weights_only=True))
+    if (path/'trainable.safetensors').is_file():  # whole and keyed by name: any number of processes
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+        set_state_dict(self._state_module(), self.opt, model_state_dict=load_file(path/'trainable.safetensors'),
+                       optim_state_dict=torch.load(path/'optimizer.pt', weights_only=True),
+                       options=StateDictOptions(full_state_dict=True, strict=False))
+    else:  # written before trainable.safetensors: one process's
+        for name in self.model.peft_config:
+            sub = path/'adapter' if name == 'default' else path/'adapter'/name
+            set_peft_model_state_dict(self.model, load_peft_weights(str(sub), device=str(self.policy.device)),
+                                      adapter_name=name)
+        self.opt.load_state_dict(torch.load(path/'optimizer.pt', weights_only=True))
     st = json.loads((path/'state.json').read_text())
     self.sched.load_state_dict(st['scheduler'])
     self.step = st['step']
