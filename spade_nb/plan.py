@@ -16,8 +16,8 @@ from .trainer import ModelDims, TrainerConfig, step_memory
 
 # %% auto #0
 __all__ = ['GiB', 'RUNTIME', 'dimensions_file', 'model_dimensions', 'model_entry', 'model_dims', 'hf_config_kwargs', 'GpuRole',
-           'trainer_figures', 'kv_bytes_per_token', 'engine_figures', 'Plan', 'iteration_load', 'plan', 'advise',
-           'format_plan', 'verdict']
+           'trainer_figures', 'rank_figures', 'kv_bytes_per_token', 'engine_figures', 'Plan', 'iteration_load', 'plan',
+           'advise', 'format_plan', 'verdict']
 
 # %% ../nbs/18_plan.ipynb #76913ac5
 def dimensions_file() -> Path: return presets_dir()/'models'/'dimensions.yaml'
@@ -107,6 +107,17 @@ def trainer_figures(dims: ModelDims, cfg: TrainerConfig) -> dict[str, int]:
             'LoRA gradients': m['grads'], 'activations': m['activations'] + m['attention_mask'],
             'recompute or log-prob chunk': max(m['recompute'], m['logp_chunk'])}
 
+_SHARDED = ('weights', 'LoRA adapter', 'optimizer state', 'LoRA gradients')
+
+def rank_figures(dims: ModelDims, cfg: TrainerConfig, ranks: int = 1) -> dict[str, int]:
+    """`trainer_figures` of one of `ranks` training ranks: with `sharding: fsdp2` each holds 1/ranks of the weights,
+    the LoRA adapter, its gradients and optimizer state, and gathers a layer's whole weights while it runs (two at
+    once: the running layer's and the next, prefetched)."""
+    figs = trainer_figures(dims, cfg)
+    if cfg.sharding != 'fsdp2' or ranks < 2: return figs
+    layer = figs['weights'] // dims.layers  # about: the embeddings' share counted in
+    return {**{k: (v // ranks if k in _SHARDED else v) for k, v in figs.items()}, 'gathered layers (FSDP2)': 2 * layer}
+
 def _checkpointing_note(dims: ModelDims, cfg: TrainerConfig) -> str:
     other = cfg.replace(gradient_checkpointing=not cfg.gradient_checkpointing)
     a, b = (step_memory(dims, c)['activations'] + step_memory(dims, c)['attention_mask'] for c in (cfg, other))
@@ -160,15 +171,18 @@ def _kv_note(dims: ModelDims, role: GpuRole, tp: int, context: int, in_flight: i
             f'tokens at once ({in_flight} requests in flight' + ('; the rest wait)' if n < in_flight else ')'))
 
 def _trainer_role(dims: ModelDims, cfg: RunConfig, n: int, cap: int, extra: dict | None = None) -> GpuRole:
-    figs = {**trainer_figures(dims, cfg.trainer), 'CUDA context': RUNTIME, **(extra or {})}
-    return GpuRole('train rank' if extra is None else 'shared GPU, training', n, figs, cap,
-                   [_checkpointing_note(dims, cfg.trainer)])
+    figs = {**rank_figures(dims, cfg.trainer, n), 'CUDA context': RUNTIME, **(extra or {})}
+    notes = [_checkpointing_note(dims, cfg.trainer)]
+    if cfg.trainer.sharding == 'fsdp2' and n > 1:
+        notes.append(f'sharded over {n} ranks (FSDP2): each holds 1/{n} of the weights, the LoRA adapter, its '
+                     'gradients and optimizer state')
+    return GpuRole('train rank' if extra is None else 'shared GPU, training', n, figs, cap, notes)
 
 # %% ../nbs/18_plan.ipynb #c539725e
 def _shared_roles(dims: ModelDims, cfg: RunConfig, cap: int, context: int) -> list[GpuRole]:
     "A GPU that generates and trains in turn: each phase a role (and the engine's share one of its own)."
     L, e, n = cfg.launch, cfg.llm.engine, cfg.launch.training_gpus
-    rest = {f'trainer: {k}': v for k, v in trainer_figures(dims, cfg.trainer).items()
+    rest = {f'trainer: {k}': v for k, v in rank_figures(dims, cfg.trainer, n).items()
             if k in ('weights', 'LoRA adapter', 'optimizer state')}
     if cfg.llm.backend == 'vllm':
         share = int(e.gpu_memory_utilization * cap)

@@ -25,30 +25,32 @@ import numpy as np
 
 
 class RoomEnv(ToolEnv):
-    "One hour of the day is free: find it with is_free, book it, then answer done."
+    "One minute of the working day is free: find it with is_free, book it, then answer done."
     max_turns = 12
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
-        self.free = self.np_random.integers(9, 17)  # a numpy int64, as np_random gives
+        # a numpy int64, as np_random gives; 480 minutes, so that four admission seeds share one with odds of 1e-8
+        self.free = self.np_random.integers(540, 1020)
         self.booked = None
-        return 'One hour from 9 to 16 is free. Ask about hours with is_free, book the free one, then answer "done".', {}
+        return ('One minute from 540 to 1019 (minutes after midnight) is free. Ask about minutes with is_free, book the '
+                'free one, then answer "done".'), {}
 
-    def tool_is_free(self, hour: int) -> str:
-        "Whether an hour is free."
-        return 'free' if hour == self.free else 'taken'
+    def tool_is_free(self, minute: int) -> str:
+        "Whether a minute is free."
+        return 'free' if minute == self.free else 'taken'
 
-    def tool_book(self, hour: int) -> str:
-        "Book an hour."
-        if hour != self.free: return 'taken'
-        self.booked = hour
+    def tool_book(self, minute: int) -> str:
+        "Book a minute."
+        if minute != self.free: return 'taken'
+        self.booked = minute
         return 'booked'
 
     def check_answer(self, answer: str) -> float:
         return 1.0 if self.booked == self.free and answer.strip() == 'done' else 0.0
 
     def solution(self):
-        return [tool_call('book', hour=self.free), final_answer('done')]
+        return [tool_call('book', minute=self.free), final_answer('done')]
 '''
 
 ROWS = [json.loads(line) for line in (Path(__file__).parent/'data'/'coder_designs.jsonl').read_text().splitlines()]
