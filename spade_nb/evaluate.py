@@ -26,7 +26,7 @@ from .rollout import EnvJob, RolloutConfig, play
 from .sandbox import SandboxError, SandboxLimits
 
 # %% auto #0
-__all__ = ['RG_EVAL', 'RG_MAX_ANSWER_CHARS', 'RG_LEVELS', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256',
+__all__ = ['RG_EVAL', 'RG_MAX_ANSWER_CHARS', 'RG_LEVELS', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256', 'BFCL_STEPS',
            'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL', 'TEXTARENA_SHA256', 'GAMES', 'SUITES', 'ItemScore', 'SuiteScore',
            'suite_scores', 'episode_scores', 'pass_at_k', 'rg_counts', 'score_rg', 'rg_answer_script',
            'humaneval_problems', 'humaneval_env_source', 'score_programs', 'humaneval_program', 'score_humaneval',
@@ -246,6 +246,11 @@ def score_humaneval(policy, *, limit: int | None = None, seed: int = 0, samples:
     return score_programs(tasks, programs, limits, progress=progress)
 
 # %% ../nbs/19_evaluate.ipynb #4c2a2c17
+def _stamp(whl: Path) -> tuple:
+    "A file's path, size and modification time: it changes when the file does."
+    st = whl.stat()
+    return str(whl), st.st_size, st.st_mtime_ns
+
 _CHECKED: set = set()  # wheels whose sha256 this process has checked: (path, size, mtime)
 
 def shipped_wheel(requirement: str, wheel: str, sha256: str, env: str) -> Path:
@@ -260,15 +265,10 @@ def shipped_wheel(requirement: str, wheel: str, sha256: str, env: str) -> Path:
                                   f'fetch it elsewhere and set {env}')
         whl = build_once(cache_dir()/requirement.replace('==', '-'), fetch)/wheel
     if not whl.is_file(): raise ConfigError('suite', f'no wheel at {whl} ({requirement})')
-    key = (str(whl), whl.stat().st_size, whl.stat().st_mtime_ns)
-    if key not in _CHECKED:
+    if (key := _stamp(whl)) not in _CHECKED:
         if file_sha256(whl) != sha256: raise ConfigError('suite', f'{whl} is not {requirement} (sha256 differs)')
         _CHECKED.add(key)
     return whl
-
-def _stamp(whl: Path) -> tuple:
-    st = whl.stat()
-    return str(whl), st.st_size, st.st_mtime_ns
 
 @functools.lru_cache(maxsize=None)
 def _wheel_zip(stamp: tuple) -> tuple[list[str], dict]:
@@ -460,7 +460,9 @@ _BFCL_MOVES = r'''
         return out
 '''
 
-def bfcl_env_source(case: dict, steps: int = 20) -> str:
+BFCL_STEPS = 20  # bfcl-eval's MAXIMUM_STEP_LIMIT: calls in one turn
+
+def bfcl_env_source(case: dict, steps: int = BFCL_STEPS) -> str:
     "An environment that plays `case` on bfcl-eval's own backends and scores it with its own checker."
     mods = _BFCL_MODULES + [f'eval_checker/multi_turn_eval/func_source_code/{_BFCL_DOCS[c]}.py'
                             for c in case['involved_classes']]
@@ -470,7 +472,7 @@ def bfcl_env_source(case: dict, steps: int = 20) -> str:
             + _SHIPPED_FINDER + _BFCL_CASE + _BFCL_MOVES)
 
 # %% ../nbs/19_evaluate.ipynb #813ff726
-def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = 20, max_new_tokens: int = 256,
+def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = BFCL_STEPS, max_new_tokens: int = 256,
                rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None,
                progress=None) -> list[ItemScore]:
     "Play BFCL v4 multi_turn_base's cases (`steps` calls a request at most), each scored by bfcl-eval's checker."
@@ -484,7 +486,7 @@ def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = 
     return episode_scores(jobs, res, 'bfcl', lambda k: 'multi_turn_base', lambda k, s: k[5:])
 
 # %% ../nbs/19_evaluate.ipynb #28b3a976
-def bfcl_answer_script(limit: int | None = None, wrong: bool = False, steps: int = 20):
+def bfcl_answer_script(limit: int | None = None, wrong: bool = False, steps: int = BFCL_STEPS):
     """A script (for `testing.scripted_policy`) that plays each case's ground truth, or (`wrong`) ends every request
     at once."""
     from spade_nb.sandbox import SandboxedEnv
@@ -803,7 +805,7 @@ def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = Non
         progress(f'suite {s}: {len(scored)} items, mean {mean:.3f}' + (f', {lost} dropped' if lost else '')
                  + f', {time.time() - t:.0f} s')
     settings = {'max_new_tokens': max_new_tokens, **({'rg_levels': dict(RG_LEVELS)} if 'rg' in suites else {}),
-                **({'bfcl_steps': 20} if 'bfcl' in suites else {})}
+                **({'bfcl_steps': BFCL_STEPS} if 'bfcl' in suites else {})}
     return EvalResult(model, adapter, seed, limit, suite_scores(items), items, _versions(), _commit(), settings)
 
 @contextlib.contextmanager
