@@ -50,8 +50,9 @@ def test_win_rate_rewards_need_no_hint_and_failures_have_their_own_penalties():
 # -- 4, 5. a copy never collects another environment's score; replay reaches older environments ------------------------------
 
 def _loop_parts():
-    from spade_nb.admission import admit_many
+    from spade_nb.admission import AdmissionConfig, admit_many
     from spade_nb.core import Seeds
+    from spade_nb.sandbox import SandboxLimits
     from spade_nb.memory import EnvMemory
     from spade_nb.seeds import seed_sources
     from spade_nb.selfplay import load_config
@@ -59,7 +60,11 @@ def _loop_parts():
     cfg = load_config('tiny-cpu', overrides=FAST_ITERATION)
     mem = EnvMemory(Path(tempfile.mkdtemp())/'memory.sqlite')
     two = [seed_sources()[n] for n in ('GridWalkEnv', 'CodeBreakerEnv')]
-    for code, v in zip(two, admit_many(two, [[1, 2, 3, 4], [5, 6, 7, 8]])):
+    # generous deadlines: on a loaded CI machine a default-limit admission can fail, and an edit test then sees one parent
+    slack = AdmissionConfig(limits=SandboxLimits(call_timeout=30.0, load_timeout=30.0, start_timeout=60.0), budget_seconds=300)
+    verdicts = admit_many(two, [[1, 2, 3, 4], [5, 6, 7, 8]], config=slack)
+    assert all(v.ok for v in verdicts), [(v.reason, v.details) for v in verdicts]
+    for code, v in zip(two, verdicts):
         mem.add_code(code, v, skill='reasoning_game', origin='seed', protected=True, iteration=-1)
     return cfg, mem, scripted_policy(counting_script(known_good_design())), Seeds(0)
 

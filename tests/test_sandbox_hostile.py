@@ -17,6 +17,10 @@ from spade_nb.testing import GUESSING_GAME, guessing_game
 ROOT = Path(__file__).resolve().parents[1]
 MARK = f'spade-hostile-{os.getpid()}'
 FAST = AdmissionConfig(limits=SandboxLimits(memory_mb=512, call_timeout=2.0, load_timeout=3.0, start_timeout=20.0))
+# Fixed admission seeds: on fresh random ones the guessing game's near-miss control (its binary search one digit off)
+# wins a share that varies with the secrets (up to 0.31 in 40 draws, once 9 of 16 in CI), so a case expected 'ok' could
+# fail by chance. On these the plain game's near miss wins 1 of 16.
+SEEDS = [101, 202, 303, 404]
 
 # A valid guessing game (spade_nb.testing); hostile variants insert code at a hook or replace a line.
 BASE = GUESSING_GAME
@@ -161,7 +165,7 @@ def test_hostile_source_is_contained(name, listener):
     code = code.replace('PORT', str(listener.getsockname()[1]))
     before = set(os.listdir('/tmp'))
     t = time.monotonic()
-    v = admit(code, config=FAST)
+    v = admit(code, seeds=SEEDS, config=FAST)
     assert v.reason == want, f'{name}: {v.reason} ({v.details})'
     assert v.ok == (want == 'ok')
     assert time.monotonic() - t < 30
@@ -182,7 +186,7 @@ def _gone(seconds=2.0):
 
 def test_nothing_left_behind():
     for code, _ in list(CASES.values())[:6]:
-        admit(code, config=FAST)
+        admit(code, seeds=SEEDS, config=FAST)
         assert _gone()  # admit leaves no process behind when it returns
     assert not (Path('/tmp')/MARK).exists() and not (ROOT/MARK).exists()
 
