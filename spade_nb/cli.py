@@ -79,19 +79,34 @@ def _doctor(args) -> int:
     return 0 if ok else 1
 
 # %% ../nbs/20_cli.ipynb #1fd1a3e6
+def _follow(cfg) -> int:
+    "A rank other than 0 of `spade selfplay` under a launcher: the trainer on the run's model, then rank 0's updates."
+    from spade_nb.distributed import check_world, follow, world
+    from spade_nb.policy import load_policy
+    from spade_nb.trainer import Trainer
+    check_world(cfg.llm.backend, cfg.trainer.sharding)
+    steps = follow(Trainer(load_policy(cfg.llm.replace(backend='hf')), cfg.trainer))
+    print(f'spade selfplay: rank {world()[0]} trained {steps} updates')
+    return 0
+
 def _selfplay(args) -> int:
     from pathlib import Path
-    from spade_nb.selfplay import Run, SelfPlay, load_config
-    if args.resume:
-        if args.preset or args.config or args.set or args.run_dir:
-            raise ValueError('--resume takes no other options: the run directory holds its config')
-        sp = SelfPlay.resume(args.resume)
+    from spade_nb.distributed import RankZeroTrainer, init_distributed, world
+    from spade_nb.selfplay import Run, RunDir, SelfPlay, load_config
+    if args.resume and (args.preset or args.config or args.set or args.run_dir):
+        raise ValueError('--resume takes no other options: the run directory holds its config')
+    if init_distributed() and world()[0] != 0:  # under `accelerate launch`: a follower trains on its shards
+        return _follow(RunDir(args.resume).config() if args.resume else
+                       load_config(args.preset, config=args.config, overrides=args.set or []))
+    if args.resume: sp = SelfPlay.resume(args.resume)
     else:
         cfg = load_config(args.preset, config=args.config, overrides=args.set or [])
         run_dir = Path(args.run_dir or Path('runs')/cfg.name)
-        print(f'spade selfplay: preset {cfg.name}, {cfg.selfplay.iterations} iterations, run directory {run_dir}')
+        print(f'spade selfplay: preset {cfg.name}, {cfg.selfplay.iterations} iterations, run directory {run_dir}, '
+              f'{world()[1]} training process(es)')
         sp = SelfPlay.start(cfg, run_dir)
     sp.run()
+    if isinstance(sp.trainer, RankZeroTrainer): sp.trainer.stop()
     run = Run.load(sp.dir)
     last = run.metrics[-1] if run.metrics else {}
     print('\n' + '=' * 72)

@@ -87,7 +87,9 @@ class EnginePolicy(HFPolicy):
         if have and have[0] == version: return have[1]
         self._ids += 1
         name, folder = f'{role}-v{version}', self.adapter_dir/f'{role}-v{version}-{self._ids}'
-        self.model.save_pretrained(str(folder), selected_adapters=[role])
+        # a sharded trainer's weights come gathered (`adapter_state`): no process holds the model whole
+        self.model.save_pretrained(str(folder), selected_adapters=[role],
+                                   state_dict=getattr(self, 'adapter_state', None))
         path = folder if role == 'default' else folder/role  # peft saves a named adapter in a sub-folder
         self._register(name, self._ids, path)
         if have: self._retire(have[1], have[2])

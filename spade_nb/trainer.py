@@ -131,13 +131,13 @@ def _dist():
     import torch.distributed as dist
     return dist if dist.is_available() and dist.is_initialized() else None
 
-def _all_sum(x: float) -> float:
-    "Sum of a number over data-parallel processes (itself when alone)."
+def _all_sum(x: float, op: str = 'SUM') -> float:
+    "Sum (or `op`: 'MAX') of a number over data-parallel processes (itself when alone)."
     d = _dist()
     if d is None: return float(x)
     import torch
     t = torch.tensor([float(x)], dtype=torch.float64)
-    d.all_reduce(t)
+    d.all_reduce(t, op=getattr(d.ReduceOp, op))
     return float(t.item())
 
 def micro_batches(samples: Sequence[Sample], token_budget: int) -> list[list[Sample]]:
@@ -387,6 +387,9 @@ def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: flo
     if cfg.kl_coef:  # the reference first: a sharded model's forward with gradients is the one its backward follows
         with torch.no_grad(), self.model.disable_adapter(): ref = self._logp(ids, att, temps, mask)
     logp = self._logp(ids, att, temps, mask)
+    if batch[0].episode_id == _FILLER:  # another process has one more micro-batch: the collectives, and nothing else
+        (logp.sum() * 0.0).backward()
+        return 0.0, 0.0
     old, cap = self._proximal(batch, logp, behav)
     tl, ratio = pg_token_loss(logp, behav, adv, clip_low=cfg.clip_low, clip_high=cfg.clip_high, old=old, tis_cap=cap)
     if cfg.kl_coef:
@@ -430,8 +433,8 @@ def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     tok = {r: _all_sum(sum(sum(s.loss_mask[1:]) for s in samples if _role(s) == r)) for r in ('agent', 'designer')}
     n_tokens = tok['agent'] + tok['designer']
     metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0,
-               'samples': len(samples),
-               'trained_tokens': n_tokens, 'too_long': too_long, 'tis_cap': self.tis_cap, **stats}
+               'samples': int(n_seqs),  # every process's (the whole batch's)
+               'trained_tokens': n_tokens, 'too_long': int(_all_sum(too_long)), 'tis_cap': self.tis_cap, **stats}
     self.model.train()
     self.opt.zero_grad(set_to_none=True)
     if n_seqs == 0:
@@ -441,7 +444,7 @@ def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     agent_grads, metrics['gap_sum'], metrics['gap_tokens'] = None, 0.0, 0.0  # the behaviour gap's sums (popped below)
     for role in ('agent', 'designer'):  # the agent's micro-batches first: the gradient after them is the agent's
         if cfg.separate_adapters: self.model.set_adapter(role); self._all_trainable()
-        for batch in micro_batches([s for s in samples if _role(s) == role], cfg.micro_batch_tokens):
+        for batch in self._batches([s for s in samples if _role(s) == role], role):
             c, n = self._micro_step(batch, n_seqs, n_tokens, metrics)
             clipped += c; counted += n
         if role == 'agent' and tok['agent'] and tok['designer']: agent_grads = [g.clone() for g in self._grads()]
@@ -455,8 +458,9 @@ def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     self.opt.step(); self.sched.step()
     self.opt.zero_grad(set_to_none=True)
     self.step += 1
+    for k in ('loss_agent', 'loss_designer', 'kl'): metrics[k] = _all_sum(metrics[k])  # every process's shares
     metrics['loss'] = metrics['loss_agent'] + metrics['loss_designer']
-    metrics['clip_frac'] = clipped / max(counted, 1)
+    metrics['clip_frac'] = _all_sum(clipped) / max(_all_sum(counted), 1)
     metrics['lr'] = self.sched.get_last_lr()[0]
     if cfg.separate_adapters: self.model.set_adapter('agent')
     self.model.eval()
@@ -465,6 +469,19 @@ def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
 
 # %% ../nbs/15_trainer.ipynb #a02d018f
 def _role(s: Sample) -> str: return 'designer' if s.role == 'designer' else 'agent'
+
+_FILLER = 'sharded-filler'  # the episode id of an empty micro-batch's sample
+
+@patch
+def _batches(self: Trainer, samples: list[Sample], role: str) -> list[list[Sample]]:
+    """`samples`' micro-batches; sharded, as many on every process (empty ones added: each forward and backward is a
+    collective)."""
+    out = micro_batches(samples, self.cfg.micro_batch_tokens)
+    if self.sharded:  # `_micro_step` runs a filler's forwards and a zero backward: the same all-gathers, no gradient
+        pad = self.policy.pad_id
+        filler = Sample([pad, pad], [0, 1], [0.0, 0.0], role, 0.0, _FILLER, episode_id=_FILLER, advantage=0.0)
+        out += [[filler]] * (int(_all_sum(len(out), 'MAX')) - len(out))
+    return out
 
 @patch
 def _grads(self: Trainer) -> list:
@@ -496,9 +513,15 @@ def _all_trainable(self: Trainer):
 
 @patch
 def _publish(self: Trainer):
-    "Hand the new adapter version to the backend (in-process it is the same model: only the version moves)."
+    """Hand the new adapter version to the backend (in-process it is the same model: only the version moves); sharded,
+    its LoRA weights gathered whole (every process takes part) for rank 0's engine to save."""
     self.policy.model = self.model
     self.policy.adapter_version = self.step or None  # an adapter never updated is the base model
+    if self.sharded:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
+        full = get_model_state_dict(self._fwd, options=opts)  # rank 0's; empty elsewhere
+        self.policy.adapter_state = {k.removeprefix('model.'): v for k, v in full.items()} or None
 
 # %% ../nbs/15_trainer.ipynb #f5843a29
 @patch

@@ -59,7 +59,7 @@ assert tr.sharded == ({sharding!r} == 'fsdp2')
 if tr.sharded:  # each process holds half of every LoRA matrix
     p = next(p for n, p in tr.model.named_parameters() if 'lora_A' in n)
     assert p.to_local().numel() * 2 == p.full_tensor().numel(), (p.to_local().shape, p.full_tensor().shape)
-shard = make_samples()[acc.process_index::2]
+shard = make_samples()[:6] if acc.process_index == 0 else make_samples()[6:]  # uneven: 2 and 1 micro-batches
 steps = [tr.train_step(shard) for _ in range(2)]
 state = lora_state(tr)
 save_file(state, {out!r} + f'/rank{{acc.process_index}}.safetensors')
@@ -67,19 +67,21 @@ open({out!r} + f'/rank{{acc.process_index}}.json', 'w').write(json.dumps([[m['lo
 '''
 
 
-def launch_two(script: Path):
-    "Run `script` in two CPU processes under `accelerate launch`."
+def launch_two(script: Path, *args) -> str:
+    "Run `script` (with `args`) in two CPU processes under `accelerate launch`; their output."
     accelerate = shutil.which('accelerate') or str(Path(sys.executable).parent/'accelerate')
     r = subprocess.run([accelerate, 'launch', '--multi_gpu', '--num_processes', '2', '--num_machines', '1',
-                        '--mixed_precision', 'no', '--dynamo_backend', 'no', str(script)],
+                        '--mixed_precision', 'no', '--dynamo_backend', 'no', str(script), *map(str, args)],
                        capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return r.stdout + r.stderr
 
 
 def rounding(got: dict, want: dict, before: dict) -> float:
     """The largest difference between two weight sets, relative to the largest update from `before`: float rounding
     (sums in another order; Adam divides each gradient by its own scale, so a rounding in a near-zero one shows in its
-    update) stays far below 1e-3, a wrong gradient does not."""
+    update) stays below 5e-3 (1.1e-3 at most measured, with uneven shards), a wrong gradient (a process's share missing)
+    moves weights by a large part of the update."""
     return max(float((got[n] - w).abs().max()) / float((w - before[n]).abs().max()) for n, w in want.items())
 
 
@@ -87,14 +89,17 @@ def rounding(got: dict, want: dict, before: dict) -> float:
 def test_two_cpu_processes_match_one(tmp_path, sharding):
     script = tmp_path/'train.py'
     script.write_text(SCRIPT.format(tests=str(Path(__file__).parent), out=str(tmp_path), sharding=sharding))
+    from spade_nb.trainer import micro_batches
+    # sharded, every forward and backward is collective: the process with fewer micro-batches runs empty ones
+    assert [len(micro_batches(p, CFG['micro_batch_tokens'])) for p in (make_samples()[:6], make_samples()[6:])] == [2, 1]
     launch_two(script)
     single = Trainer(tiny_policy(seed=1), TrainerConfig(**CFG))
     before = lora_state(single)
     steps = [single.train_step(make_samples()) for _ in range(2)]
     want = lora_state(single)
     got = np.array([json.loads((tmp_path/f'rank{k}.json').read_text()) for k in (0, 1)])  # rank, step, (loss, norm)
-    # each process's loss is its share of the whole batch's: their sum is one process's loss
-    assert np.allclose(got[:, :, 0].sum(0), [m['loss'] for m in steps], rtol=1e-5, atol=1e-7), got
+    # each process's loss is its share of the whole batch's; the metric is their sum: one process's loss, on both
+    assert np.allclose(got[:, :, 0], [[m['loss'] for m in steps]] * 2, rtol=1e-5, atol=1e-7), got
     # the gradient is the whole batch's (summed over processes, not averaged: Adam's update alone would not tell)
     assert np.allclose(got[:, :, 1], [[m['grad_norm'] for m in steps]] * 2, rtol=1e-4), got
     ranks = [load_file(tmp_path/f'rank{k}.safetensors') for k in (0, 1)]
@@ -102,7 +107,7 @@ def test_two_cpu_processes_match_one(tmp_path, sharding):
         assert torch.allclose(ranks[0][name], ranks[1][name], atol=0, rtol=0), name  # the processes agree exactly
     worst = rounding(ranks[0], want, before)  # and match one process on the whole batch
     print(f'{sharding}: largest difference from one process, relative to the largest update: {worst:.1e}')
-    assert worst < 1e-3, worst
+    assert worst < 5e-3, worst
     assert any(not torch.equal(want[n], before[n]) for n in want)  # the update did something
 
 
@@ -141,5 +146,5 @@ def test_checkpoints_change_world_size(tmp_path):
     back.train_step(make_samples())
     two_to_one = rounding(lora_state(back), third, before)
     print(f'resumed 1 -> 2 processes: {one_to_two:.1e}; 2 -> 1: {two_to_one:.1e} (relative to the largest update)')
-    assert one_to_two < 1e-3 and two_to_one < 1e-3, (one_to_two, two_to_one)
+    assert one_to_two < 5e-3 and two_to_one < 5e-3, (one_to_two, two_to_one)
     assert (tmp_path/'two'/'adapter'/'adapter_model.safetensors').is_file()  # peft's format, for servers
