@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .core import Config, is_win
+from .core import Config, is_win, parse_python
 from .envs import final_answer, parse_tool_action
 from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Worker, sandbox_tier
 
@@ -126,7 +126,7 @@ _REQUIRED = {'TextEnv': ('reset', 'step', 'solution'), 'ToolEnv': ('reset', 'sol
 
 def check_structure(code: str) -> Verdict | None:
     "A rejection when `code` does not have the contract's shape, else None."
-    try: tree = ast.parse(code)
+    try: tree = parse_python(code)
     except SyntaxError as e: return Verdict(False, 'syntax', f'{e.msg} (line {e.lineno})')
     except (ValueError, RecursionError) as e: return Verdict(False, 'syntax', str(e)[:200])
     def base_name(b): return b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None

@@ -93,12 +93,13 @@ def _selfplay(args) -> int:
     from pathlib import Path
     from spade_nb.distributed import RankZeroTrainer, init_distributed, world
     from spade_nb.selfplay import Run, RunDir, SelfPlay, load_config
-    if args.resume and (args.preset or args.config or args.set or args.run_dir):
-        raise ValueError('--resume takes no other options: the run directory holds its config')
+    if args.resume and (args.preset or args.config or args.run_dir):
+        raise ValueError('--resume takes no other options (but --set of where it generates): the run directory holds '
+                         'its config')
     if init_distributed() and world()[0] != 0:  # under `accelerate launch`: a follower trains on its shards
-        return _follow(RunDir(args.resume).config() if args.resume else
+        return _follow(RunDir(args.resume).config().override(args.set or []) if args.resume else
                        load_config(args.preset, config=args.config, overrides=args.set or []))
-    if args.resume: sp = SelfPlay.resume(args.resume)
+    if args.resume: sp = SelfPlay.resume(args.resume, overrides=args.set or [])
     else:
         cfg = load_config(args.preset, config=args.config, overrides=args.set or [])
         run_dir = Path(args.run_dir or Path('runs')/cfg.name)

@@ -5,12 +5,14 @@
 # %% ../nbs/00_core.ipynb #0062923f
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import hashlib
 import math
 import random
 import re
+import threading
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -21,8 +23,8 @@ from typing import Any, Literal, Mapping, Union
 import numpy as np
 
 # %% auto #0
-__all__ = ['FINISH_REASONS', 'ROLES', 'EnvId', 'ENDINGS', 'Completion', 'Sample', 'episode_return', 'is_win', 'valid_text',
-           'visible', 'ConfigError', 'read_yaml_mapping', 'Config', 'Seeds', 'seed_everything']
+__all__ = ['FINISH_REASONS', 'ROLES', 'EnvId', 'ENDINGS', 'Completion', 'Sample', 'episode_return', 'is_win', 'parse_python',
+           'valid_text', 'visible', 'ConfigError', 'read_yaml_mapping', 'Config', 'Seeds', 'seed_everything']
 
 # %% ../nbs/00_core.ipynb #8201901f
 FINISH_REASONS = ('stop', 'length', 'context')
@@ -118,6 +120,13 @@ def episode_return(rewards: list[float], ended_by: str = 'env') -> float:
 def is_win(ret: float) -> bool:
     "A win is a return of 1."
     return ret >= 1.0 - 1e-9
+
+# %% ../nbs/00_core.ipynb #d4b1bdc6
+_AST_LOCK = threading.Lock()
+
+def parse_python(source: str, mode: str = 'exec') -> ast.AST:
+    "`ast.parse(source, mode=mode)`, one thread at a time (see above)."
+    with _AST_LOCK: return ast.parse(source, mode=mode)
 
 # %% ../nbs/00_core.ipynb #d0df5082
 _SURROGATE = re.compile('[\ud800-\udfff]')

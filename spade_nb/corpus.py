@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .core import valid_text
+from .core import parse_python, valid_text
 
 # %% auto #0
 __all__ = ['CorpusError', 'Document', 'english_share', 'make_filter', 'truncate', 'Corpus', 'pydoc_documents', 'stdlib_documents',
@@ -231,7 +231,7 @@ def stdlib_documents(min_chars: int = 400) -> list[Document]:
     root, docs = Path(sysconfig.get_paths()['stdlib']), []
     for p in sorted(root.glob('*.py')) + sorted(root.glob('*/__init__.py')):
         if 'test' in p.parts[-2:][0] or p.name.startswith('_'): continue
-        try: doc = ast.get_docstring(ast.parse(p.read_text(encoding='utf-8', errors='replace')))
+        try: doc = ast.get_docstring(parse_python(p.read_text(encoding='utf-8', errors='replace')))
         except (SyntaxError, ValueError): continue
         if doc and len(doc) >= min_chars:
             name = p.parent.name if p.name == '__init__.py' else p.stem

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .core import ConfigError, is_win
+from .core import ConfigError, is_win, parse_python
 from .envs import final_answer
 from .heldout import rg_env_source, rg_instances, wilson
 from .memory import EnvMemory
@@ -516,7 +516,7 @@ def textarena_games(names=GAMES) -> dict[str, dict]:
     import ast
     src = wheel_texts(textarena_wheel(), ['textarena/envs/__init__.py'])['textarena/envs/__init__.py']
     found = {}
-    for node in ast.walk(ast.parse(src)):
+    for node in ast.walk(parse_python(src)):
         if isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'register_with_versions':
             kw = {k.arg: k.value for k in node.keywords if k.arg != 'wrappers'}
             found[ast.literal_eval(kw.pop('id'))] = kw

@@ -21,7 +21,7 @@ import numpy as np
 from fastcore.basics import patch
 
 from .admission import Replay
-from .core import is_win, valid_text
+from .core import is_win, parse_python, valid_text
 from .designer import Exemplar
 
 # %% auto #0
@@ -50,7 +50,7 @@ class _Abstract(ast.NodeTransformer):
         self.generic_visit(node); return node
 
 def _abstract(code: str) -> ast.AST:
-    return _Abstract().visit(ast.parse(code))
+    return _Abstract().visit(parse_python(code))
 
 def structural_fingerprint(code: str) -> str:
     "sha256 of the AST with names and literals abstracted (comments, docstrings and formatting ignored)."
@@ -123,7 +123,7 @@ _COLS = [f for f in EnvRecord.__dataclass_fields__ if f != 'id']
 def summarize(code: str, class_name: str, first_observation: str | None = None) -> str:
     "A one-line summary: the class docstring, else the first observation, else the class name."
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
         cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
         doc = ast.get_docstring(cls)
     except (SyntaxError, StopIteration, ValueError):

@@ -36,14 +36,15 @@ from .rollout import EnvJob, RolloutConfig, RolloutResult, certify, play
 from .trainer import TrainerConfig
 
 # %% auto #0
-__all__ = ['METRICS_DOC', 'STAGES', 'PLOTS', 'SelfPlayConfig', 'LaunchConfig', 'RunConfig', 'presets_dir', 'list_presets',
-           'load_config', 'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationIndex', 'DesignColumns',
-           'PlayColumns', 'EvalColumns', 'UpdateColumns', 'RewardColumns', 'CostColumns', 'IterationMetrics',
-           'PendingDesign', 'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs',
-           'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage',
-           'RewardRow', 'RewardOutcome', 'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome',
-           'agent_samples', 'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale',
-           'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'plot_run', 'Run']
+__all__ = ['METRICS_DOC', 'STAGES', 'RESUME_KEYS', 'PLOTS', 'SelfPlayConfig', 'LaunchConfig', 'RunConfig', 'presets_dir',
+           'list_presets', 'load_config', 'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationIndex',
+           'DesignColumns', 'PlayColumns', 'EvalColumns', 'UpdateColumns', 'RewardColumns', 'CostColumns',
+           'IterationMetrics', 'PendingDesign', 'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs',
+           'admit_designs', 'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows',
+           'score_stage', 'RewardRow', 'RewardOutcome', 'due_designs', 'window_reward', 'reward_stage', 'UpdateStats',
+           'UpdateOutcome', 'agent_samples', 'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run',
+           'readmit_stale', 'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'resumed_config', 'plot_run',
+           'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -1115,11 +1116,29 @@ class SelfPlay:
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
 
 # %% ../nbs/16_selfplay.ipynb #1a7a3472
-@patch(cls_method=True)
-def resume(cls: SelfPlay, run_dir: str | Path, *, policy=None, **kw) -> SelfPlay:
-    "Continue a run: restore its last checkpoint and discard whatever the unfinished iteration wrote."
-    rd = RunDir(run_dir)
+# where generation runs may change when a run resumes (a relaunch starts its servers anew); nothing else does
+RESUME_KEYS = ('llm.servers', 'llm.engine.server_model', 'llm.engine.adapter_dir', 'llm.engine.timeout',
+               'llm.engine.retries', 'llm.engine.concurrency')
+
+def resumed_config(rd: RunDir, overrides=()) -> RunConfig:
+    "The run's config with `overrides` of `RESUME_KEYS` only (written back: the next resume starts from it)."
     cfg = rd.config()
+    if not overrides: return cfg
+    for o in overrides:
+        key = str(o).split('=', 1)[0].strip()
+        if key not in RESUME_KEYS:
+            raise ConfigError(key, f'a resumed run keeps its config; only where it generates may change '
+                              f'({", ".join(RESUME_KEYS)})')
+    cfg = cfg.override(list(overrides))
+    _atomic_write(rd.path/'config.yaml', cfg.to_yaml())  # other processes of the run may be reading it
+    return cfg
+
+@patch(cls_method=True)
+def resume(cls: SelfPlay, run_dir: str | Path, *, policy=None, overrides=(), **kw) -> SelfPlay:
+    """Continue a run: restore its last checkpoint and discard whatever the unfinished iteration wrote (`overrides`:
+    new servers, see `resumed_config`)."""
+    rd = RunDir(run_dir)
+    cfg = resumed_config(rd, overrides)
     sp = cls(cfg, open_run(cfg, rd, policy, fresh=False), rd, **kw)
     done, buffer = rd.restore(sp.trainer)
     sp.buffer, sp.next_iteration = [PendingDesign(**d) for d in buffer], done + 1
