@@ -228,6 +228,41 @@ def _eval(args) -> int:
     return 0
 
 # %% ../nbs/20_cli.ipynb #55189873
+def _gpu_count() -> int:
+    try:
+        import torch
+        return torch.cuda.device_count()
+    except Exception: return 0
+
+def _launch(args) -> int:
+    from pathlib import Path
+    from spade_nb.launch import describe, launch_plan, run_launch
+    from spade_nb.selfplay import RunDir, RunDirError, load_config
+    sets = [x for s in args.set or [] for x in ('--set', s)]
+    if args.resume:
+        if args.preset or args.config or args.run_dir:
+            raise ValueError('--resume takes no other options (but --set of where it generates): the run directory '
+                             'holds its config')
+        cfg, run_dir, config_args = RunDir(args.resume).config().override(args.set or []), Path(args.resume), sets
+    else:
+        cfg = load_config(args.preset, config=args.config, overrides=args.set or [])
+        run_dir = Path(args.run_dir or Path('runs')/cfg.name)
+        if (run_dir/'config.yaml').exists():
+            raise RunDirError(f'{run_dir} already holds a run; resume it with --resume, or choose another --run-dir')
+        config_args = (['--preset', args.preset] if args.preset else []) + (['--config', args.config]
+                                                                          if args.config else []) + sets
+    here = _gpu_count()  # a dry run on a machine without GPUs: the commands for a node with the launch section's
+    gpus = args.gpus if args.gpus is not None else here if here or not args.dry_run else cfg.launch.gpus
+    servers = [u.strip() for u in args.servers.split(',') if u.strip()] if args.servers else None
+    p = launch_plan(cfg, config_args, run_dir, gpus=gpus, servers=servers, resume=bool(args.resume), port=args.port,
+                    host=args.host, only=args.only)
+    if args.dry_run:
+        note = [f'(this machine has no GPU: the commands on a node with {gpus})'] if gpus and not here else []
+        print('\n'.join(describe(p, cfg) + note))
+        return 0
+    for line in p.notes: print(line, file=sys.stderr)
+    return run_launch(p, run_dir/'launch-logs', health_timeout=args.health_timeout)
+
 def _plan(args) -> int:
     from spade_nb.plan import advise, format_plan, plan, verdict
     from spade_nb.selfplay import load_config
@@ -296,6 +331,19 @@ def parser() -> argparse.ArgumentParser:
     pn.add_argument('--gpus', type=int, default=None, help="GPUs on the node (default: the launch section's count)")
     pn.add_argument('--gpu-memory', type=float, default=80.0, metavar='GB', help='memory of each GPU, GiB (default 80)')
     pn.set_defaults(run=_plan)
+    la = sub.add_parser('launch', help='a run on several GPUs: vLLM servers, then the loop under accelerate launch')
+    _config_options(la)
+    la.add_argument('--gpus', type=int, default=None, help='GPUs to use (default: all this node has; 0: the CPU)')
+    la.add_argument('--servers', default=None, metavar='URL,...', help='running vLLM servers to use (none started)')
+    la.add_argument('--dry-run', action='store_true', help='print the commands and the GPU assignment, start nothing')
+    la.add_argument('--run-dir', default=None, help='where the run is written (default runs/<preset name>)')
+    la.add_argument('--resume', default=None, metavar='RUN_DIR', help='continue a run (on any number of processes)')
+    la.add_argument('--port', type=int, default=8000, help='the first server\'s port (default 8000)')
+    la.add_argument('--host', default='127.0.0.1', help='where servers listen (0.0.0.0: for other nodes)')
+    la.add_argument('--only', choices=['servers', 'training'], default=None,
+                    help='one node of a multi-node run: its servers, or its training ranks (with --servers)')
+    la.add_argument('--health-timeout', type=float, default=900.0, help='seconds to wait for the servers')
+    la.set_defaults(run=_launch)
     _eval_options(sub.add_parser('eval', help='score a model, or a run at a checkpoint, on held-out suites'))
     pl = sub.add_parser('play', help='play an environment yourself in the terminal')
     pl.add_argument('env',

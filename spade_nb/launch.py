@@ -24,7 +24,8 @@ from .core import ConfigError
 from .selfplay import RunConfig, load_config
 
 # %% auto #0
-__all__ = ['server_argv', 'Proc', 'LaunchPlan', 'trainer_proc', 'launch_plan', 'mount_of', 'shared_adapters']
+__all__ = ['server_argv', 'Proc', 'LaunchPlan', 'trainer_proc', 'launch_plan', 'mount_of', 'shared_adapters', 'describe',
+           'stop_all', 'wait_healthy', 'run_launch']
 
 # %% ../nbs/18a_launch.ipynb #68824637
 _NEGATED = {'enable_chunked_prefill', 'enable_prefix_caching'}  # vLLM defaults these on: False is written as --no-...
@@ -73,9 +74,9 @@ class Proc:
 
 @dataclass
 class LaunchPlan:
-    "What `spade launch` starts: servers (none with `--servers`), the training ranks, and what to know first."
+    "What `spade launch` starts: servers (none with `--servers`), the training ranks (none with `only='servers'`)."
     servers: list[Proc]
-    trainer: Proc
+    trainer: Proc | None
     urls: list[str]
     gpus: int  # GPUs used (0: on the CPU)
     ranks: int
@@ -96,7 +97,7 @@ def trainer_proc(cfg: RunConfig, config_args: list[str], run_dir: Path, *, resum
     n = cfg.launch.training_gpus
     argv = ['accelerate', 'launch', '--num_processes', str(n), '--num_machines', '1', '--mixed_precision', 'no',
             '--dynamo_backend', 'no'] + (['--multi_gpu'] if n > 1 else []) + [_spade(), 'selfplay']
-    argv += ['--resume', str(run_dir)] if resume else [*config_args, '--run-dir', str(run_dir)]
+    argv += ['--resume', str(run_dir), *config_args] if resume else [*config_args, '--run-dir', str(run_dir)]
     if urls:
         argv += ([] if resume else ['--set', 'llm.backend=openai']) + [
             '--set', f'llm.servers=[{",".join(urls)}]', '--set', f'llm.engine.adapter_dir={run_dir / "adapters"}']
@@ -105,13 +106,17 @@ def trainer_proc(cfg: RunConfig, config_args: list[str], run_dir: Path, *, resum
 # %% ../nbs/18a_launch.ipynb #1de9c258
 def launch_plan(cfg: RunConfig, config_args: list[str], run_dir: str | Path, *, gpus: int = 0,
                 servers: list[str] | None = None, resume: bool = False, port: int = 8000,
-                host: str = '127.0.0.1') -> LaunchPlan:
+                host: str = '127.0.0.1', only: str | None = None) -> LaunchPlan:
     """The processes of `cfg`'s run on a node with `gpus` GPUs (0: the CPU); `servers`: running ones, none started;
-    `config_args`: the options that name the config (given to every rank)."""
+    `config_args`: the options that name the config (given to every rank); `only`: 'servers' or 'training'."""
     from spade_nb.distributed import check_world
     L, run_dir, notes = cfg.launch, Path(run_dir), []
-    if gpus and gpus < L.gpus:
-        raise ConfigError('launch', f'the launch section asks for {L.gpus} GPUs ({L.generation_gpus} generating, '
+    if only == 'training' and not servers: raise ConfigError('launch', "only training needs --servers")
+    if only == 'servers' and not L.generation_gpus:
+        raise ConfigError('launch.generation_gpus', 'is 0: there are no servers to start')
+    need = L.training_gpus if servers else L.generation_gpus if only == 'servers' else L.gpus
+    if gpus and gpus < need:
+        raise ConfigError('launch', f'the launch section asks for {need} GPUs ({L.generation_gpus} generating, '
                           f'{L.training_gpus} training) and --gpus is {gpus}: `spade plan --gpus {gpus}` says what '
                           'to change')
     procs, urls = [], list(servers or [])
@@ -121,12 +126,14 @@ def launch_plan(cfg: RunConfig, config_args: list[str], run_dir: str | Path, *, 
             argv = server_argv(cfg, port + k, host=host, tensor_parallel=L.tensor_parallel,
                                device='cuda' if gpus else 'cpu')
             env = {**_devices(ids), 'VLLM_ALLOW_RUNTIME_LORA_UPDATING': 'True'}
-            procs.append(Proc(f'server-{k}', argv, env, ids, f'http://{host}:{port + k}'))
+            url_host = socket.getfqdn() if host == '0.0.0.0' else host  # how other nodes reach it
+            procs.append(Proc(f'server-{k}', argv, env, ids, f'http://{url_host}:{port + k}'))
         urls = [p.url for p in procs]
     check_world('openai' if urls else cfg.llm.backend, cfg.trainer.sharding, L.training_gpus)
     first = L.generation_gpus if procs else 0
     train = list(range(first, first + L.training_gpus)) if gpus else []
     if gpus and gpus > first + L.training_gpus: notes.append(f'GPUs {first + L.training_gpus}-{gpus - 1} stay idle')
+    if only == 'servers': return LaunchPlan(procs, None, urls, gpus and first, 0, notes)
     notes += shared_adapters(urls, run_dir/'adapters')
     return LaunchPlan(procs, trainer_proc(cfg, config_args, run_dir, resume=resume, urls=urls, gpus=train), urls,
                       gpus and first + L.training_gpus, L.training_gpus, notes)
@@ -156,3 +163,113 @@ def shared_adapters(urls: list[str], adapter_dir: Path) -> list[str]:
                 f'({point}), a filesystem of this node only: those servers cannot load the adapters. Put the run '
                 'directory on a shared filesystem (NFS, Lustre, GPFS) or set llm.engine.adapter_dir to one.']
     return []
+
+# %% ../nbs/18a_launch.ipynb #ab26667e
+def _span(ids: list[int]) -> str:
+    return 'CPU' if not ids else f'GPU {ids[0]}' if len(ids) == 1 else f'GPUs {ids[0]}-{ids[-1]}'
+
+def describe(p: LaunchPlan, cfg: RunConfig) -> list[str]:
+    "The GPU assignment and the exact commands of plan `p` for `cfg`."
+    L = cfg.launch
+    where = f'{p.gpus} GPUs' if p.gpus else 'the CPU'
+    out = [f'spade launch: {cfg.name} on {where}: {len(p.servers)} generation server(s) started, '
+           f'{p.ranks} training process(es) (sharding: {cfg.trainer.sharding})', '']
+    for s in p.servers: out.append(f'  {_span(s.gpus):<12} {s.name} ({L.tensor_parallel} GPU(s) a server)  {s.url}')
+    if not p.servers and p.urls: out.append(f'  {"elsewhere":<12} servers given: {", ".join(p.urls)}')
+    if not p.urls: out.append(f'  {"":<12} generation on rank 0, llm.backend {cfg.llm.backend}')
+    if p.trainer is not None:
+        ranks = 'training rank 0' if p.ranks == 1 else f'training ranks 0-{p.ranks - 1}'
+        out.append(f'  {_span(p.trainer.gpus):<12} {ranks} (rank 0 runs the loop)')
+    out += ['', 'commands:'] + [f'  {q.line()}' for q in [*p.servers, p.trainer] if q is not None]
+    return out + (['', *p.notes] if p.notes else [])
+
+# %% ../nbs/18a_launch.ipynb #6e88f0a2
+def _descendants(pid: int) -> list[int]:
+    "Every live process below `pid`, from /proc."
+    children: dict[int, list[int]] = {}
+    for d in Path('/proc').iterdir():
+        if not d.name.isdigit(): continue
+        try: ppid = int((d/'stat').read_text().rsplit(')', 1)[1].split()[1])
+        except (OSError, IndexError, ValueError): continue
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []): out.append(c); todo.append(c)
+    return out
+
+def _signal(pids, sig):
+    for pid in pids:
+        try: os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError): pass
+
+def stop_all(procs: list[subprocess.Popen], grace: float = 20.0):
+    "SIGTERM to every process of `procs`, its session and its descendants; SIGKILL after `grace` seconds."
+    pids = [q for p in procs for q in [p.pid, *_descendants(p.pid)]]
+    for p in procs:
+        try: os.killpg(p.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError): pass
+    _signal(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(Path(f'/proc/{q}').exists() for q in pids):
+        for p in procs: p.poll()  # reap our own children
+        time.sleep(0.2)
+    for p in procs:
+        try: os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError): pass
+    _signal(pids, signal.SIGKILL)
+    for p in procs:
+        try: p.wait(5)
+        except subprocess.TimeoutExpired: pass
+
+# %% ../nbs/18a_launch.ipynb #92c5338a
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url.rstrip('/') + '/health', timeout=2) as r: return r.status == 200
+    except OSError: return False
+
+def wait_healthy(servers: list[Proc], procs: list, logs: Path, timeout: float = 900.0, log=print):
+    """Wait until every server answers (`procs`: each one's process, None for a server started elsewhere); one that
+    exits first, or the timeout, raises with the end of its log."""
+    t0, todo = time.monotonic(), list(zip(servers, procs))
+    while todo:
+        for s, p in list(todo):
+            if _healthy(s.url): todo.remove((s, p)); log(f'spade launch: {s.name} answers at {s.url} '
+                                                      f'({time.monotonic() - t0:.0f} s)')
+            elif (p is not None and p.poll() is not None) or time.monotonic() - t0 > timeout:
+                f = logs/f'{s.name}.log'
+                tail = f'; its log ({f}) ends:\n' + f.read_text(errors='replace')[-2000:] if f.is_file() else ''
+                why = f'exited with {p.returncode}' if p is not None and p.poll() is not None else \
+                    f'did not answer in {timeout:.0f} s'
+                raise RuntimeError(f'{s.name} ({s.url}) {why}{tail}')
+        time.sleep(1)
+
+# %% ../nbs/18a_launch.ipynb #072b5d7b
+class _Stopped(Exception): "SIGTERM, as an exception (so that the launcher's cleanup runs)."
+
+def run_launch(p: LaunchPlan, logs: str | Path, *, health_timeout: float = 900.0, log=print) -> int:
+    "Start `p`'s servers, wait for them, run the training ranks; stop everything started, whatever happens."
+    logs, started = Path(logs), []
+    logs.mkdir(parents=True, exist_ok=True)
+    def term(*_): raise _Stopped()
+    old = signal.signal(signal.SIGTERM, term)
+    try:
+        for s in p.servers:
+            with open(logs/f'{s.name}.log', 'w') as f:
+                started.append(subprocess.Popen(s.argv, env={**os.environ, **s.env}, stdout=f,
+                                                stderr=subprocess.STDOUT, start_new_session=True))
+            log(f'spade launch: started {s.name} on {_span(s.gpus)} (pid {started[-1].pid}), log {logs / s.name}.log')
+        given = [Proc(f'server at {u}', [], url=u) for u in p.urls if u not in {s.url for s in p.servers}]
+        wait_healthy(p.servers + given, started + [None] * len(given), logs, health_timeout, log)
+        if p.trainer is None:  # servers only: until one stops, or Ctrl-C
+            log('spade launch: serving; Ctrl-C stops the servers')
+            while all(q.poll() is None for q in started): time.sleep(2)
+            return next(q.returncode for q in started if q.returncode is not None) or 1
+        started.append(subprocess.Popen(p.trainer.argv, env={**os.environ, **p.trainer.env}, start_new_session=True))
+        log(f'spade launch: started {p.ranks} training process(es) (pid {started[-1].pid})')
+        return started[-1].wait()
+    except (KeyboardInterrupt, _Stopped):
+        log('spade launch: interrupted; stopping what it started')
+        return 130
+    finally:
+        stop_all(started)
+        signal.signal(signal.SIGTERM, old)
