@@ -10,7 +10,9 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -220,7 +222,10 @@ class VLLMPolicy(EnginePolicy):
 
 # %% ../nbs/02a_engines.ipynb #74389728
 class ServerError(RuntimeError):
-    "An OpenAI-compatible server did not give what the policy needs."
+    "An OpenAI-compatible server did not give what the policy needs (`unreachable`: it did not answer at all)."
+    def __init__(self, msg: str, unreachable: bool = False):
+        super().__init__(msg)
+        self.unreachable = unreachable
 
 _FEATURES = {  # endpoint -> what a server without it lacks
     '/v1/load_lora_adapter': 'runtime LoRA loading (start vllm serve with --enable-lora and '
@@ -254,7 +259,7 @@ def _call(url: str, endpoint: str, body: dict | None, *, timeout: float, retries
             last = f'{e.code} {detail}'
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
             last = str(getattr(e, 'reason', e))
-    raise ServerError(f"{url}: {endpoint} failed {retries + 1} times (last: {last})")
+    raise ServerError(f"{url}: {endpoint} failed {retries + 1} times (last: {last})", unreachable=True)
 
 # %% ../nbs/02a_engines.ipynb #ddd3f819
 class OpenAIPolicy(EnginePolicy):
@@ -264,25 +269,25 @@ class OpenAIPolicy(EnginePolicy):
     def __init__(self, hf: HFPolicy, cfg: LLMConfig):
         super().__init__(hf, cfg)
         if not cfg.servers: raise ValueError('llm.servers: the openai backend needs at least one server URL')
-        self.servers, e = list(cfg.servers), cfg.engine
+        self.servers, e = list(cfg.servers), cfg.engine  # the pool: a server that stops answering leaves it
+        self._lock = threading.Lock()
         self._kw = dict(timeout=e.timeout, retries=e.retries)
-        self.model_name = e.server_model or self._served_model(self.servers[0])
+        self.model_name = e.server_model or self._served_model()
         self._pool = ThreadPoolExecutor(max_workers=e.concurrency * len(self.servers))
 
-    def _served_model(self, url: str) -> str:
-        got = _call(url, '/v1/models', None, **self._kw)
+    def _served_model(self) -> str:
+        "The model the first server that answers lists (those that do not leave the pool)."
+        while True:
+            url = self.servers[0]
+            try:
+                got = _call(url, '/v1/models', None, **self._kw)
+                break
+            except ServerError as e:
+                if not e.unreachable: raise
+                self._drop(url, e)
         try: return got['data'][0]['id']
         except (KeyError, IndexError, TypeError):
             raise ServerError(f'{url}: /v1/models lists no model: {str(got)[:200]}') from None
-
-    def _register(self, name, uid, path):
-        for url in self.servers:
-            _call(url, '/v1/load_lora_adapter', {'lora_name': name, 'lora_path': str(path)}, **self._kw)
-
-    def _unregister(self, name):
-        for url in self.servers:
-            with contextlib.suppress(ServerError):
-                _call(url, '/v1/unload_lora_adapter', {'lora_name': name}, **self._kw)
 
     def _request(self, k: int, job, params: SamplingParams, adapter: str | None):
         prompt, cap, seed = job
@@ -292,8 +297,16 @@ class OpenAIPolicy(EnginePolicy):
                     include_stop_str_in_output=True,
                     stop_token_ids=list(self.eos_ids), skip_special_tokens=False)
         if seed is not None: body['seed'] = seed
-        url = self.servers[k % len(self.servers)]
-        got = _call(url, '/v1/completions', body, **self._kw)
+        while True:  # the k-th request's server; one that does not answer is dropped and the next one asked
+            with self._lock:
+                if not self.servers: raise ServerError('no generation server left', unreachable=True)
+                url = self.servers[k % len(self.servers)]
+            try:
+                got = _call(url, '/v1/completions', body, **self._kw)
+                break
+            except ServerError as e:
+                if not e.unreachable: raise
+                self._drop(url, e)
         try:
             choices = sorted(got['choices'], key=lambda c: c['index'])
             return [(c['token_ids'], c['logprobs']['token_logprobs']) for c in choices]
@@ -305,6 +318,36 @@ class OpenAIPolicy(EnginePolicy):
         return list(self._pool.map(lambda kj: self._request(kj[0], kj[1], params, adapter), enumerate(jobs)))
 
     def _shutdown(self): self._pool.shutdown(wait=False)
+
+# %% ../nbs/02a_engines.ipynb #a748ec1d
+@patch
+def _drop(self: OpenAIPolicy, url: str, err: ServerError):
+    "Take `url` out of the pool (it did not answer, retries included); none left ends the run at its checkpoint."
+    with self._lock:
+        if url in self.servers:
+            self.servers.remove(url)
+            print(f'spade: generation server {url} dropped: {err}; {len(self.servers)} left', file=sys.stderr)
+        if not self.servers:
+            raise ServerError(f'no generation server left (the last one: {err}); the run stops at its last '
+                              'checkpoint: start a server, then --resume', unreachable=True) from None
+
+@patch
+def _each(self: OpenAIPolicy, endpoint: str, body: dict, dropping: bool = True):
+    "`body` to every server in the pool; one that does not answer is dropped."
+    for url in list(self.servers):
+        try: _call(url, endpoint, body, **self._kw)
+        except ServerError as e:
+            if not (e.unreachable and dropping): raise
+            self._drop(url, e)
+
+@patch
+def _register(self: OpenAIPolicy, name, uid, path):
+    self._each('/v1/load_lora_adapter', {'lora_name': name, 'lora_path': str(path)})
+
+@patch
+def _unregister(self: OpenAIPolicy, name):
+    with contextlib.suppress(ServerError):
+        self._each('/v1/unload_lora_adapter', {'lora_name': name}, dropping=False)
 
 # %% ../nbs/02a_engines.ipynb #0bb914c3
 def engine_policy(hf: HFPolicy, cfg: LLMConfig, path: str) -> EnginePolicy:

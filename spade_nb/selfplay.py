@@ -1116,9 +1116,11 @@ class SelfPlay:
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
 
 # %% ../nbs/16_selfplay.ipynb #1a7a3472
-# where generation runs may change when a run resumes (a relaunch starts its servers anew); nothing else does
+# where a run generates and how many processes it runs on may change when it resumes (a relaunch starts its servers
+# anew, perhaps on another number of GPUs); nothing it learns from does
 RESUME_KEYS = ('llm.servers', 'llm.engine.server_model', 'llm.engine.adapter_dir', 'llm.engine.timeout',
-               'llm.engine.retries', 'llm.engine.concurrency')
+               'llm.engine.retries', 'llm.engine.concurrency', 'launch.generation_gpus', 'launch.tensor_parallel',
+               'launch.data_parallel', 'launch.training_gpus')
 
 def resumed_config(rd: RunDir, overrides=()) -> RunConfig:
     "The run's config with `overrides` of `RESUME_KEYS` only (written back: the next resume starts from it)."

