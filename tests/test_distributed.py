@@ -1,8 +1,8 @@
 """The loop on two processes under `accelerate launch`: rank 0 runs it, both train, and the run is one process's.
 
-Two CPU processes (gloo) run the scripted loop of `tests/test_selfplay.py` for two iterations: rank 0 designs, admits,
-plays and writes the run directory, rank 1 trains on its shard of every update. A single process then resumes the
-two-process run's checkpoint for the third iteration, and the metric rows equal an uninterrupted single-process run's
+Two CPU processes (gloo) run the scripted loop of `tests/test_selfplay.py` for an iteration: rank 0 designs, admits,
+plays and writes the run directory, rank 1 trains on its shard of the update. A single process then resumes the
+two-process run's checkpoint for the second iteration, and the metric rows equal an uninterrupted single-process run's
 (float columns to float rounding: the two processes sum the same gradient in another order).
 """
 import math
@@ -55,15 +55,29 @@ def _close(a, b, path=''):
 def test_two_processes_run_the_loop_as_one_and_resume_on_one(tmp_path):
     script = tmp_path/'loop.py'
     script.write_text(SCRIPT)
-    _alone(script, 'start', tmp_path/'one', 3)
-    out = launch_two(script, 'start', tmp_path/'two', 2)
-    assert 'rank 1 trained 2 updates' in out, out[-2000:]
-    assert len(Run.read_metrics(tmp_path/'two')) == 2
+    _alone(script, 'start', tmp_path/'one', 2)
+    out = launch_two(script, 'start', tmp_path/'two', 1)
+    assert 'rank 1 trained 1 updates' in out, out[-2000:]
+    assert len(Run.read_metrics(tmp_path/'two')) == 1
     out = _alone(script, 'resume', tmp_path/'two', 1)  # a checkpoint of two processes, resumed on one
     assert 'resuming' in out
     rows = {k: [{c: v for c, v in r.items() if 'seconds' not in c} for r in Run.read_metrics(tmp_path/k)]
             for k in ('one', 'two')}
-    assert [r['iteration'] for r in rows['two']] == [0, 1, 2]
-    assert rows['two'][-1]['adapter_version'] >= 2  # trained on two processes and on one
+    assert [r['iteration'] for r in rows['two']] == [0, 1]
+    assert [r['adapter_version'] for r in rows['two']] == [1, 2]  # trained on two processes, then on one
     assert rows['two'][-1]['agent_samples'] > 0 and any(r['loss_agent'] for r in rows['two'])
     assert _close(rows['one'], rows['two']) == []
+
+
+def test_a_resumed_run_may_change_where_it_generates_and_nothing_it_learns_from(tmp_path):
+    import pytest
+    from spade_nb.core import ConfigError
+    from spade_nb.selfplay import RunDir, load_config, resumed_config
+    rd = RunDir.new(tmp_path/'run')
+    rd.write_start(load_config('tiny-cpu'))
+    cfg = resumed_config(rd, ['llm.servers=[http://10.0.0.7:8000]', 'launch.training_gpus=2'])
+    assert (cfg.llm.servers, cfg.launch.training_gpus) == (['http://10.0.0.7:8000'], 2)
+    assert rd.config().llm.servers == ['http://10.0.0.7:8000']  # written back: the next resume starts from it
+    for key in ('trainer.lr=1e-3', 'selfplay.iterations=99', 'llm.model=Qwen/Qwen3-8B'):
+        with pytest.raises(ConfigError, match=key.split('=')[0]): resumed_config(rd, [key])
+    assert rd.config().trainer.lr == load_config('tiny-cpu').trainer.lr

@@ -68,10 +68,10 @@ open({out!r} + f'/rank{{acc.process_index}}.json', 'w').write(json.dumps([[m['lo
 
 
 def launch_two(script: Path, *args) -> str:
-    "Run `script` (with `args`) in two CPU processes under `accelerate launch`; their output."
+    "Run `script` (with `args`) in two CPU processes under `accelerate launch` (configs/accelerate); their output."
     accelerate = shutil.which('accelerate') or str(Path(sys.executable).parent/'accelerate')
-    r = subprocess.run([accelerate, 'launch', '--multi_gpu', '--num_processes', '2', '--num_machines', '1',
-                        '--mixed_precision', 'no', '--dynamo_backend', 'no', str(script), *map(str, args)],
+    config = Path(__file__).resolve().parents[1]/'configs'/'accelerate'/'one-node.yaml'  # the settings spade launch passes
+    r = subprocess.run([accelerate, 'launch', '--config_file', str(config), '--num_processes', '2', str(script), *map(str, args)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return r.stdout + r.stderr
