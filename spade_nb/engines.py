@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -70,6 +71,8 @@ class EnginePolicy(HFPolicy):
         self.adapter_dir.mkdir(parents=True, exist_ok=True)
         self._loaded: dict[str, tuple[int, str, Path]] = {}  # role -> (version, engine name, folder)
         self._ids = 0
+        # in every engine name: runs (or a run and its resumed self) that share a server never collide
+        self.tag = uuid.uuid4().hex[:8]
         if self._owned: self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.adapter_dir), True)
 
     def __repr__(self):
@@ -88,7 +91,8 @@ class EnginePolicy(HFPolicy):
         have = self._loaded.get(role)
         if have and have[0] == version: return have[1]
         self._ids += 1
-        name, folder = f'{role}-v{version}', self.adapter_dir/f'{role}-v{version}-{self._ids}'
+        name = f'{role}-v{version}-{self.tag}'
+        folder = self.adapter_dir/f'{name}-{self._ids}'
         # a sharded trainer's weights come gathered (`adapter_state`): no process holds the model whole
         self.model.save_pretrained(str(folder), selected_adapters=[role],
                                    state_dict=getattr(self, 'adapter_state', None))

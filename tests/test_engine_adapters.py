@@ -24,15 +24,25 @@ def test_each_adapter_version_is_registered_once_and_the_last_one_retired():
     trainer = Trainer(eng, TrainerConfig(lora_r=4, lr=1e-2, total_steps=10))
     trainer.train_step(batch)
     after = eng.generate([prompt], p)[0][0]
-    assert (eng.registered, after.adapter_version) == (['default-v1'], 1)
+    v1, v2 = f'default-v1-{eng.tag}', f'default-v2-{eng.tag}'
+    assert (eng.registered, after.adapter_version) == ([v1], 1)
     eng.generate([prompt], p)
-    assert eng.registered == ['default-v1']  # once per version
+    assert eng.registered == [v1]  # once per version
     trainer.train_step(batch)
     eng.generate([prompt], p)
-    assert (eng.registered, eng.retired) == (['default-v1', 'default-v2'], ['default-v1'])
+    assert (eng.registered, eng.retired) == ([v1, v2], [v1])
     assert len(list(eng.adapter_dir.iterdir())) == 1  # the retired version's folder is gone
     eng.generate([prompt], p, use_adapter=False)
     assert len(eng.registered) == 2
+
+
+def test_two_policies_never_share_an_engine_name():
+    a, b = HFEngine(tiny_policy(), LLMConfig()), HFEngine(tiny_policy(), LLMConfig())
+    for eng in (a, b):
+        prompt, p, batch = _batch(eng)
+        Trainer(eng, TrainerConfig(lora_r=4, lr=1e-2)).train_step(batch)
+        eng.generate([prompt], p)
+    assert a.tag != b.tag and not set(a.registered) & set(b.registered)  # two runs (or a resumed one) on one server
 
 
 def test_with_separate_adapters_each_role_has_its_own_name_per_version():
@@ -42,4 +52,4 @@ def test_with_separate_adapters_each_role_has_its_own_name_per_version():
     sep.generate([prompt], p.replace(adapter='designer'))
     sep.generate([prompt], p.replace(adapter='agent'))
     sep.generate([prompt], p)
-    assert sep.registered == ['designer-v1', 'agent-v1']  # the active adapter is the agent's
+    assert sep.registered == [f'designer-v1-{sep.tag}', f'agent-v1-{sep.tag}']  # the active adapter is the agent's

@@ -137,14 +137,22 @@ def test_a_trained_adapter_reaches_the_server(server):
     assert trainer.tis_cap == m['tis_cap'] == 2.0 and 0 <= m['behaviour_gap'] < 1e-3  # the engine's distribution is the trainer's (issue 28)
     after = pol.generate([prompt], SamplingParams(n=4, max_new_tokens=16, seed=1))[0]
     served = lambda: {m['id'] for m in json.load(urllib.request.urlopen(server + '/v1/models'))['data']}
-    assert {c.adapter_version for c in after} == {1} and 'default-v1' in served()
+    v1, v2 = f'default-v1-{pol.tag}', f'default-v2-{pol.tag}'
+    assert {c.adapter_version for c in after} == {1} and v1 in served()
     assert logprob_gap(pol, [prompt], [after]) < 1e-3  # the adapted model's log-probs ...
     assert logprob_gap(pol, [prompt], [after], use_adapter=False) > 1e-2  # ... not the base model's
+    # a second run on the same server (or a run resumed while the server kept the crashed one's adapters): its version 1
+    # is its own, beside the first one's
+    other = load_policy(LLMConfig(backend='openai', servers=[server], max_context=1024))
+    Trainer(other, TrainerConfig(lora_r=8, lr=5e-2, total_steps=10, seed=7)).train_step(batch)
+    theirs = other.generate([prompt], SamplingParams(n=4, max_new_tokens=16, seed=1))[0]
+    assert {v1, f'default-v1-{other.tag}'} <= served() and logprob_gap(other, [prompt], [theirs]) < 1e-3
+    other.close()
     trainer.train_step(batch)
     pol.generate([prompt], SamplingParams(max_new_tokens=4, seed=1))
-    assert 'default-v2' in served() and 'default-v1' not in served()  # the old version is unloaded
+    assert v2 in served() and v1 not in served()  # the old version is unloaded
     pol.close()
-    assert 'default-v2' not in served()
+    assert v2 not in served()
 
 
 def _scaled_run(backend, extra=()):
@@ -255,7 +263,7 @@ def test_spade_launch_starts_a_server_trains_on_two_sharded_processes_and_syncs_
     assert row['adapter_version'] == 1 and row['win_rate_heldout'] is not None  # trained, then evaluated on the server
     log = (tmp_path/'run'/'launch-logs'/'server-0.log').read_text()
     (folder,) = (tmp_path/'run'/'adapters').glob('default-v1-*')
-    assert f"Loaded new LoRA adapter: name 'default-v1', path '{folder}'" in log  # the held-out episodes after the update
+    assert f"Loaded new LoRA adapter: name '{folder.name.rsplit('-', 1)[0]}', path '{folder}'" in log  # the held-out episodes after the update
     served = load_file(folder/'adapter_model.safetensors')  # what rank 0 saved from the gathered shards ...
     saved = load_file(tmp_path/'run'/'checkpoints'/'iteration-0000'/'trainer'/'adapter'/'adapter_model.safetensors')
     assert served.keys() == saved.keys() and len(served) > 0
