@@ -57,6 +57,9 @@ class SelfPlayConfig(Config):
     # skill -> its own delay (the reference: tool_use 8); others wait designer_delay
     designer_delays: dict[str, int] = field(default_factory=dict)
     replay_envs: int = 4  # environments replayed from the memory each iteration
+    # environments the agent plays an iteration, replays topping up the new designs and their windows (a pool with
+    # fewer plays more seeds of each): arms of an experiment match on agent episodes per update; None: replay_envs
+    agent_envs: int | None = None
     seeds_per_env: int = 2
     plays: int = 2  # plays per seed and arm (the seed test, `reward.seed_test`, needs 2)
     eval_interval: int = 1
@@ -72,6 +75,7 @@ class SelfPlayConfig(Config):
     fixed_pool: bool = False  # baseline: no designer at all; the agent trains on a fixed set
     fixed_pool_path: str | None = None  # an exported memory (JSONL) as the fixed set; default: the training seed envs
     memory_capacity: int = 10_000
+    snapshots: bool = False  # keep the adapter of every evaluation iteration in snapshots/ (checkpoints keep two)
     format_bonus: float = 0.0
     progress_bonus: float = 0.0
 
@@ -81,6 +85,7 @@ class SelfPlayConfig(Config):
             self.check(k, getattr(self, k) >= 1, 'must be at least 1')
         for k in ('designs_per_iteration', 'replay_envs', 'designer_delay'):
             self.check(k, getattr(self, k) >= 0, 'must be non-negative')
+        self.check('agent_envs', self.agent_envs is None or self.agent_envs >= 1, 'must be at least 1 (or null)')
         for h in self.heldout:
             why = check_heldout_name(h)
             self.check('heldout', why is None, why)
@@ -386,6 +391,7 @@ class UpdateColumns:
     # mean |trainer log-prob - behaviour log-prob| over the trained tokens of fresh samples (an engine's distribution
     # against the trainer's; near 0 in process)
     behaviour_gap: float | None = None
+    agent_episodes: int | None = None  # episodes the agent samples came from
     agent_samples: int | None = None  # agent samples in the update
     designer_samples: int | None = None  # designer samples in the update
     adapter_version: int | None = None  # adapter version after the update
@@ -671,9 +677,14 @@ class HintOutcome:
     plain: set[int] = field(default_factory=set)
 
 def play_seeds(records: dict[int, EnvRecord], cfg: RunConfig, seeds: Seeds) -> dict[int, list[int]]:
-    "Each environment's seeds to play this iteration (the `play-seeds` stream)."
-    prng = seeds.numpy('play-seeds')
-    return {i: [int(x) for x in prng.integers(0, 2**31, cfg.selfplay.seeds_per_env)] for i in records}
+    """Each environment's seeds to play this iteration (the `play-seeds` stream): `seeds_per_env` each, and with
+    `agent_envs` the seeds of the environments missing from the pool, given one by one from the last (replays) back."""
+    sp, prng = cfg.selfplay, seeds.numpy('play-seeds')
+    n = dict.fromkeys(records, sp.seeds_per_env)
+    ids = list(records)[::-1]
+    missing = max(0, (sp.agent_envs or 0) - len(ids)) * sp.seeds_per_env if ids else 0
+    for k in range(missing): n[ids[k % len(ids)]] += 1
+    return {i: [int(x) for x in prng.integers(0, 2**31, n[i])] for i in records}
 
 def _hint_inputs(env, hrng) -> tuple:
     """(solution, actions common to two seeds, tokens their first observations share, the environment's own hint) on two
@@ -888,6 +899,7 @@ class UpdateOutcome:
     designer_samples: int
     buffer: list[PendingDesign]  # designer samples still waiting for the delay
     adapter_version: int | None
+    agent_episodes: int = 0
 
 def agent_samples(e, format_bonus: float = 0.0) -> list[Sample]:
     """An episode's training samples (one, or one per turn where the template rewrites earlier turns); its reward plus
@@ -910,7 +922,8 @@ def update_stage(trainer, policy, played: PlayOutcome, designed: DesignOutcome |
     # an engine on the same GPU sleeps while the trainer runs (optional in a backend)
     with getattr(policy, 'offloaded', contextlib.nullcontext)():
         tm = trainer.train_step(agent + designer)
-    return UpdateOutcome(UpdateStats.of(tm), len(agent), len(designer), buffer, policy.adapter_version)
+    return UpdateOutcome(UpdateStats.of(tm), len(agent), len(designer), buffer, policy.adapter_version,
+                         len(res.trained_episodes(cfg.rollout)))
 
 # %% ../nbs/16_selfplay.ipynb #dfa78890
 def memory_diversity(memory: EnvMemory, *, sample: int = 256) -> dict:
@@ -982,7 +995,8 @@ def summarise(it: int, designed: DesignOutcome | None, hinted: HintOutcome, play
         hints_rejected=hinted.rejected, window_envs=len(hinted.plain),
         replay_dropped=sum(v == 'replay' for v in played.result.failures.values()),
         **_play_columns(per_env, skills), **_reward_columns(rewarded or RewardOutcome()),
-        **asdict(updated.train), agent_samples=updated.agent_samples, designer_samples=updated.designer_samples,
+        **asdict(updated.train), agent_samples=updated.agent_samples,
+        agent_episodes=updated.agent_episodes, designer_samples=updated.designer_samples,
         adapter_version=updated.adapter_version, **_eval_columns(evaluation, origin), **_cost_columns(seconds, tokens))
 
 # %% ../nbs/16_selfplay.ipynb #98cc4145
@@ -1065,11 +1079,12 @@ class StageClock:
 def choose_envs(memory: EnvMemory, new: list[int], window: list[int], cfg: RunConfig, it: int,
                 seeds: Seeds) -> dict[int, EnvRecord]:
     """This iteration's environments: the `new` designs, those in their `window`, and `replay_envs` others drawn from
-    the memory."""
+    the memory (with `agent_envs`: as many as make the total that)."""
     sp = cfg.selfplay
+    k = sp.replay_envs if sp.agent_envs is None else max(0, sp.agent_envs - len({*new, *window}))
     # older environments only
-    replay = memory.sample_replay(sp.replay_envs, seeds.numpy('replay'), iteration=it, replace=False,
-                                  exclude=[*new, *window]) if sp.replay_envs else []
+    replay = memory.sample_replay(k, seeds.numpy('replay'), iteration=it, replace=False,
+                                  exclude=[*new, *window]) if k else []
     return {i: memory.get(i) for i in dict.fromkeys([*new, *window, *replay])}
 
 # %% ../nbs/16_selfplay.ipynb #95acba26
