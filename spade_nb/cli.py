@@ -198,19 +198,12 @@ def _memory(args) -> int:
 
 # %% ../nbs/20_cli.ipynb #6d6150be
 def _run_adapter(run: str, checkpoint: int | None):
-    "A run's config and the adapter saved at `checkpoint` (default: the last one)."
+    "A run's config and the agent's adapter after iteration `checkpoint` (a snapshot or a checkpoint; default: the last)."
     from pathlib import Path
-    from spade_nb.selfplay import RunConfig
+    from spade_nb.selfplay import RunConfig, RunDir
     root = Path(run)
     if not (root/'config.yaml').is_file(): raise FileNotFoundError(f'not a run directory (no config.yaml): {run}')
-    cps = sorted((root/'checkpoints').glob('iteration-*'), key=lambda p: int(p.name.split('-')[1]))
-    cp = root/'checkpoints'/f'iteration-{checkpoint:04d}' if checkpoint is not None else (cps[-1] if cps else None)
-    adapter = cp/'trainer'/'adapter' if cp is not None else None
-    if adapter is not None and not (adapter/'adapter_config.json').is_file() and (adapter/'agent').is_dir():
-        adapter = adapter/'agent'  # separate adapters: the agent's plays
-    if adapter is None or not adapter.is_dir():
-        raise FileNotFoundError(f'no checkpoint {"" if checkpoint is None else checkpoint} with an adapter in {run}')
-    return RunConfig.from_yaml(root/'config.yaml'), str(adapter)
+    return RunConfig.from_yaml(root/'config.yaml'), str(RunDir(root).adapter(checkpoint))
 
 def _eval(args) -> int:
     from spade_nb.evaluate import check_suites, evaluate, markdown_table, write_result

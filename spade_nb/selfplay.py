@@ -280,9 +280,9 @@ def restore(self: RunDir, trainer) -> tuple[int, list[dict]]:
     return done, buffer
 
 @patch
-def checkpoint(self: RunDir, it: int, row: dict, trainer, buffer: list[dict], log=print):
-    """Append the metric row, save the trainer and the designer buffer atomically, keep the last two, redraw the
-    plots."""
+def checkpoint(self: RunDir, it: int, row: dict, trainer, buffer: list[dict], log=print, snapshot: bool = False):
+    """Append the metric row, save the trainer and the designer buffer atomically, keep the last two (and with
+    `snapshot` the adapter in snapshots/ for good), redraw the plots."""
     _jsonl_append(self.path/'metrics.jsonl', [row])
     final, tmp = self.path/'checkpoints'/f'iteration-{it:04d}', self.path/'checkpoints'/f'.iteration-{it:04d}.tmp'
     shutil.rmtree(tmp, ignore_errors=True)
@@ -291,11 +291,37 @@ def checkpoint(self: RunDir, it: int, row: dict, trainer, buffer: list[dict], lo
     (tmp/'state.json').write_text(json.dumps({'iteration': it, 'designer_buffer': buffer}))
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
+    if snapshot: self._snapshot(it, final/'trainer'/'adapter')
     for old in sorted((self.path/'checkpoints').glob('iteration-*'))[:-2]: shutil.rmtree(old, ignore_errors=True)
     try: plot_run(self.path)
     except Exception as e: log(f'plots skipped: {e}')
     with open(self.path/'log.txt', 'a') as f:
         f.write(json.dumps({'iteration': it, 'seconds': row['seconds'], 'time': time.time()}) + '\n')
+
+# %% ../nbs/16_selfplay.ipynb #b41b18d7
+@patch
+def _snapshot(self: RunDir, it: int, adapter: Path):
+    "Copy the adapter saved at iteration `it` to snapshots/iteration-NNNN (atomically: a killed copy leaves none)."
+    final, tmp = self.path/'snapshots'/f'iteration-{it:04d}', self.path/'snapshots'/f'.iteration-{it:04d}.tmp'
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(adapter, tmp)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+
+@patch
+def adapter(self: RunDir, iteration: int | None = None) -> Path:
+    """The agent's adapter folder after `iteration` (default: the last saved), from snapshots/ or checkpoints/; a
+    `FileNotFoundError` naming the iterations there are."""
+    places = {int(p.name.split('-')[1]): p for p in (self.path/'snapshots').glob('iteration-*')}
+    for p in (self.path/'checkpoints').glob('iteration-*'):
+        if (p/'trainer'/'adapter').is_dir(): places[int(p.name.split('-')[1])] = p/'trainer'/'adapter'
+    it = max(places, default=None) if iteration is None else iteration
+    if it not in places:
+        raise FileNotFoundError(f'no adapter of iteration {"(any)" if it is None else it} in {self.path} '
+                                f'(saved: {sorted(places) or "none"})')
+    a = places[it]
+    return a/'agent' if not (a/'adapter_config.json').is_file() and (a/'agent').is_dir() else a  # separate adapters
+
 
 # %% ../nbs/16_selfplay.ipynb #857eed75
 @dataclass
@@ -1193,7 +1219,8 @@ def iteration(self: SelfPlay, it: int) -> dict:
         row = asdict(summarise(it, designed, hinted, played, per_env, skills, updated, evaluation, memory, secs,
                                rewarded, origin))
         with clock('checkpoint'):
-            rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log)
+            rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log,
+                          snapshot=sp.snapshots and (it % sp.eval_interval == 0 or it == self.final))
     finally:
         clock.close()
     self.log(_iteration_line(row))
