@@ -38,7 +38,8 @@ setuptools.setup(
     package_data={'spade_nb.configs': ['*.yaml', 'models/*.yaml'], 'spade_nb': ['data/qwen3/*']},  # Qwen3's tokenizer, for offline tests
     python_requires='>=' + min_python,
     install_requires=reqs('requirements'),
-    extras_require={'dev': reqs('dev_requirements'), 'vllm': reqs('vllm_requirements'), 'eval': reqs('eval_requirements')},
+    extras_require={'dev': reqs('dev_requirements'), 'vllm': reqs('vllm_requirements'), 'eval': reqs('eval_requirements'),
+                    'tracking': reqs('tracking_requirements')},
     entry_points={'console_scripts': cfg.get('console_scripts', '').split(),
                   'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
     zip_safe=False,

@@ -198,7 +198,7 @@ def _memory(args) -> int:
 
 # %% ../nbs/20_cli.ipynb #6d6150be
 def _run_adapter(run: str, checkpoint: int | None):
-    "A run's config and the agent's adapter after iteration `checkpoint` (a snapshot or a checkpoint; default: the last)."
+    "A run's config and the agent's adapter after iteration `checkpoint` (a snapshot or a checkpoint; default: last)."
     from pathlib import Path
     from spade_nb.selfplay import RunConfig, RunDir
     root = Path(run)

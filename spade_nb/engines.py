@@ -71,8 +71,7 @@ class EnginePolicy(HFPolicy):
         self.adapter_dir.mkdir(parents=True, exist_ok=True)
         self._loaded: dict[str, tuple[int, str, Path]] = {}  # role -> (version, engine name, folder)
         self._ids = 0
-        # in every engine name: runs (or a run and its resumed self) that share a server never collide
-        self.tag = uuid.uuid4().hex[:8]
+        self.tag = uuid.uuid4().hex[:8]  # in every engine name: runs sharing a server (a resumed one too) never collide
         if self._owned: self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.adapter_dir), True)
 
     def __repr__(self):

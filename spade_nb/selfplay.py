@@ -33,6 +33,7 @@ from .llm import LLMConfig
 from .memory import EnvMemory, EnvRecord, structural_fingerprint
 from .regret import BLEND_PARTS, EnvScores, RewardConfig, RewardParts, env_metrics, reward_parts
 from .rollout import EnvJob, RolloutConfig, RolloutResult, certify, play
+from .tracking import check_report_to, open_trackers
 from .trainer import TrainerConfig
 
 # %% auto #0
@@ -125,8 +126,11 @@ class RunConfig(Config):
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     launch: LaunchConfig = field(default_factory=LaunchConfig)
+    # copies of each metric row: tensorboard (the `tracking` extra), wandb, trackio (`spade_nb.tracking`)
+    report_to: list[str] = field(default_factory=list)
 
     def validate(self):
+        check_report_to(self.report_to)
         if self.llm.backend != 'hf' and self.trainer.lora_r > self.llm.engine.max_lora_rank:
             raise ConfigError('llm.engine.max_lora_rank',
                               f'{self.llm.engine.max_lora_rank} is below trainer.lora_r={self.trainer.lora_r}: '
@@ -1136,6 +1140,7 @@ class SelfPlay:
                 parts.heldout, run_dir.path)
         # the held-out set is evaluated here whatever eval_interval says (`run` moves it to its own last)
         self.final = cfg.selfplay.iterations - 1
+        self.trackers = open_trackers(cfg.report_to, run_dir.path, cfg.name, asdict(cfg))  # copies of each row
 
     @classmethod
     def start(cls, cfg: RunConfig, run_dir: str | Path, *, policy=None, **kw) -> SelfPlay:
@@ -1157,11 +1162,11 @@ class SelfPlay:
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
 
 # %% ../nbs/16_selfplay.ipynb #1a7a3472
-# where a run generates and how many processes it runs on may change when it resumes (a relaunch starts its servers
-# anew, perhaps on another number of GPUs); nothing it learns from does
+# where a run generates, how many processes it runs on and where it reports may change when it resumes (a relaunch
+# starts its servers anew, perhaps on another number of GPUs); nothing it learns from does
 RESUME_KEYS = ('llm.servers', 'llm.engine.server_model', 'llm.engine.adapter_dir', 'llm.engine.timeout',
                'llm.engine.retries', 'llm.engine.concurrency', 'launch.generation_gpus', 'launch.tensor_parallel',
-               'launch.data_parallel', 'launch.training_gpus')
+               'launch.data_parallel', 'launch.training_gpus', 'report_to')
 
 def resumed_config(rd: RunDir, overrides=()) -> RunConfig:
     "The run's config with `overrides` of `RESUME_KEYS` only (written back: the next resume starts from it)."
@@ -1218,9 +1223,7 @@ def iteration(self: SelfPlay, it: int) -> dict:
         secs = {'eval': 0.0, **clock.seconds, 'total': clock.total()}
         row = asdict(summarise(it, designed, hinted, played, per_env, skills, updated, evaluation, memory, secs,
                                rewarded, origin))
-        with clock('checkpoint'):
-            rd.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log,
-                          snapshot=sp.snapshots and (it % sp.eval_interval == 0 or it == self.final))
+        with clock('checkpoint'): self._save(it, row)
     finally:
         clock.close()
     self.log(_iteration_line(row))
@@ -1231,6 +1234,16 @@ def _iteration_line(row: dict) -> str:
     return (f"iteration {row['iteration']}: admitted {row['admitted']}, regret {_fmt(row['regret_mean'])}, "
             f"win rate {_fmt(row['win_rate_nohint'])}, held-out {_fmt(row['win_rate_heldout'])}, "
             f"losses {_fmt(row['loss_agent'])}/{_fmt(row['loss_designer'])}, {row['seconds']:.0f} s")
+
+# %% ../nbs/16_selfplay.ipynb #aea9a7e0
+@patch
+def _save(self: SelfPlay, it: int, row: dict):
+    """The iteration's checkpoint (with the adapter's snapshot on evaluation iterations when `selfplay.snapshots`), and
+    the row to `report_to`."""
+    sp = self.cfg.selfplay
+    self.run_dir.checkpoint(it, row, self.trainer, [asdict(d) for d in self.buffer], log=self.log,
+                            snapshot=sp.snapshots and (it % sp.eval_interval == 0 or it == self.final))
+    self.trackers.log(row, it)
 
 # %% ../nbs/16_selfplay.ipynb #be81905d
 @patch
