@@ -293,6 +293,31 @@ def _config_options(p: argparse.ArgumentParser):
     p.add_argument('--set', action='append', metavar='KEY=VALUE',
                    help='override a config key, e.g. selfplay.iterations=3')
 
+# %% ../nbs/20_cli.ipynb #4464974c
+def _experiment(args) -> int:
+    from spade_nb.experiment import ExperimentSpec, run_experiment
+    spec = ExperimentSpec([a.strip() for a in args.arms.split(',') if a.strip()], preset=args.preset,
+                          config=args.config, overrides=args.set or [], seeds=args.seeds,
+                          suites=[s.strip() for s in args.suites.split(',') if s.strip()], limit=args.limit,
+                          eval_seed=args.eval_seed, max_new_tokens=args.max_new_tokens)
+    from spade_nb.selfplay import load_config
+    out = args.out or f'experiments/{load_config(args.preset, config=args.config, overrides=args.set or []).name}'
+    run_experiment(spec, out)
+    return 0
+
+def _experiment_options(ex: argparse.ArgumentParser):
+    "`spade experiment`'s options."
+    _config_options(ex)
+    ex.add_argument('--arms', default='spade,fixed-pool',
+                    help='comma-separated: spade, fixed-pool, no-corpus, no-memory, no-designer-training')
+    ex.add_argument('--seeds', type=int, default=1, help='training seeds per arm (default 1)')
+    ex.add_argument('--suites', default='rg', help="spade eval's suites, comma-separated (default rg)")
+    ex.add_argument('--limit', type=int, default=None, help='items per suite (per dataset; per group for rg)')
+    ex.add_argument('--eval-seed', type=int, default=0, help='the evaluation items (the same for every arm)')
+    ex.add_argument('--max-new-tokens', type=int, default=512, help='per completion or move, in evaluation')
+    ex.add_argument('--out', default=None, help='the experiment folder (default experiments/<preset name>)')
+    ex.set_defaults(run=_experiment)
+
 # %% ../nbs/20_cli.ipynb #52eb7cfb
 def parser() -> argparse.ArgumentParser:
     from spade_nb import __version__
@@ -338,6 +363,7 @@ def parser() -> argparse.ArgumentParser:
     la.add_argument('--health-timeout', type=float, default=900.0, help='seconds to wait for the servers')
     la.set_defaults(run=_launch)
     _eval_options(sub.add_parser('eval', help='score a model, or a run at a checkpoint, on held-out suites'))
+    _experiment_options(sub.add_parser('experiment', help='SPADE against the fixed pool and ablations, scored'))
     pl = sub.add_parser('play', help='play an environment yourself in the terminal')
     pl.add_argument('env',
                     help='a seed environment name, rg:<dataset> (reasoning-gym), a Python file, or an id with --memory')
