@@ -209,7 +209,9 @@ def _eval(args) -> int:
     from spade_nb.evaluate import check_suites, evaluate, markdown_table, write_result
     from spade_nb.llm import LLMConfig
     from spade_nb.policy import load_policy
+    from spade_nb.tracking import check_report_to
     suites = check_suites(args.suite.split(','))  # before any weights load
+    report_to = check_report_to(args.report_to.split(',') if args.report_to else [])
     if args.run_dir:
         cfg, adapter = _run_adapter(args.run_dir, args.checkpoint)
         llm = cfg.llm.replace(adapter=adapter)
@@ -218,7 +220,19 @@ def _eval(args) -> int:
                  max_new_tokens=args.max_new_tokens)
     print(markdown_table(r))
     if args.out: print('written: ' + ', '.join(map(str, write_result(r, args.out))))
+    if report_to: _track_eval(r, report_to, args, adapter)
     return 0
+
+def _track_eval(r, report_to: list[str], args, adapter: str | None):
+    "The scores to `report_to`: in the run directory at the iteration's step (iterations trained), else beside --out."
+    import re
+    from pathlib import Path
+    from spade_nb.tracking import open_trackers
+    where = Path(args.run_dir) if args.run_dir else Path(args.out).parent if args.out else Path('.')
+    it = re.search(r'iteration-(\d+)', adapter or '')
+    t = open_trackers(report_to, where, Path(args.run_dir or args.model or 'embedded').name)
+    t.log({f'eval/{s.suite}/{s.group}': s.mean for s in r.scores}, int(it.group(1)) + 1 if it else 0)
+    t.close()
 
 # %% ../nbs/20_cli.ipynb #55189873
 def _gpu_count() -> int:
@@ -283,6 +297,8 @@ def _eval_options(ev: argparse.ArgumentParser):
     ev.add_argument('--max-new-tokens', type=int, default=512,
                     help='per completion (humaneval, math) or per move (bfcl, games)')
     ev.add_argument('--out', default=None, help='a results file (JSON; a .md table and a .png plot beside it)')
+    ev.add_argument('--report-to', default=None, metavar='NAME,...',
+                    help='copy the scores to tensorboard, wandb or trackio (in the --run directory, else beside --out)')
     ev.set_defaults(run=_eval)
 
 def _config_options(p: argparse.ArgumentParser):

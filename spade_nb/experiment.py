@@ -419,7 +419,7 @@ def track_evals(out: Path, spec: ExperimentSpec, evals: dict):
             t = open_trackers(report_to, out/'tracking'/run_name(arm, k), run_name(arm, k))
             for (a, s, i), r in sorted(evals.items(), key=lambda kv: kv[0][2]):
                 if (a, s) in (('base', -1), (arm, k)):
-                    t.log({f"{x['suite']}/{x['group']}": x['mean'] for x in r['scores']}, i + 1)
+                    t.log({f"eval/{x['suite']}/{x['group']}": x['mean'] for x in r['scores']}, i + 1)
             t.close()
 
 def run_experiment(spec: ExperimentSpec, out: str | Path, *, load: Callable | None = None, log=print,
