@@ -311,14 +311,12 @@ def _config_options(p: argparse.ArgumentParser):
 
 # %% ../nbs/20_cli.ipynb #4464974c
 def _experiment(args) -> int:
-    from spade_nb.experiment import ExperimentSpec, run_experiment
+    from spade_nb.experiment import ExperimentSpec, base_config, run_experiment
     spec = ExperimentSpec([a.strip() for a in args.arms.split(',') if a.strip()], preset=args.preset,
                           config=args.config, overrides=args.set or [], seeds=args.seeds,
                           suites=[s.strip() for s in args.suites.split(',') if s.strip()], limit=args.limit,
                           eval_seed=args.eval_seed, max_new_tokens=args.max_new_tokens)
-    from spade_nb.selfplay import load_config
-    out = args.out or f'experiments/{load_config(args.preset, config=args.config, overrides=args.set or []).name}'
-    run_experiment(spec, out)
+    run_experiment(spec, args.out or f'experiments/{base_config(spec).name}')
     return 0
 
 def _experiment_options(ex: argparse.ArgumentParser):

@@ -97,7 +97,7 @@ def read_spec(out: str | Path) -> ExperimentSpec:
 def run_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None = None, log=print,
              progress: bool | None = None) -> list[Path]:
     "Run (or finish) every arm's runs; their folders."
-    from spade_nb.selfplay import RunDir, SelfPlay, read_metrics
+    from spade_nb.selfplay import SelfPlay, read_metrics
     done = []
     for arm in spec.arms:
         for k in range(spec.seeds):
@@ -117,7 +117,6 @@ def run_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None = N
 # %% ../nbs/19a_experiment.ipynb #12208145
 def _score(spec: ExperimentSpec, llm, path: Path, model: str, adapter: str | None, load: Callable | None, log):
     from spade_nb.evaluate import evaluate
-    if path.is_file(): return
     from spade_nb.policy import load_policy
     policy = (load or load_policy)(llm)
     r = evaluate(policy, spec.suites, model=model, adapter=adapter, limit=spec.limit, seed=spec.eval_seed,
@@ -354,29 +353,33 @@ def final_table(spec: ExperimentSpec, evals: dict) -> list[str]:
     return lines
 
 # %% ../nbs/19a_experiment.ipynb #095f5a57
+def _table(head: list[str], rows: list[list]) -> list[str]:
+    "A Markdown table's lines."
+    return ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)] + ['| ' + ' | '.join(map(str, r)) + ' |'
+                                                                         for r in rows]
+
 def cost_lines(out: Path, spec: ExperimentSpec) -> list[str]:
     "The budget and cost table's lines (means over training seeds)."
-    lines = ['| arm | updates | agent episodes / iteration | agent samples / iteration | s making envs | s playing | '
-             's training | tokens making envs | tokens playing |', '|---|---|---|---|---|---|---|---|---|']
+    span = lambda t: f'{t[0]:.1f} ({t[1]}-{t[2]})'
+    rows = []
     for arm in spec.arms:
         b = budget(arm_rows(out, spec, arm))
-        span = lambda t: f'{t[0]:.1f} ({t[1]}-{t[2]})'
-        lines.append(f"| {arm} | {b['updates']:.1f} | {span(b['episodes'])} | {span(b['samples'])} | "
-                     f"{b['seconds_making']:.0f} | {b['seconds_playing']:.0f} | {b['seconds_training']:.0f} | "
-                     f"{b['tokens_making']:.0f} | {b['tokens_playing']:.0f} |")
-    return lines
+        rows.append([arm, f"{b['updates']:.1f}", span(b['episodes']), span(b['samples']),
+                     *(f'{b[k]:.0f}' for k in ('seconds_making', 'seconds_playing', 'seconds_training',
+                                               'tokens_making', 'tokens_playing'))])
+    return _table(['arm', 'updates', 'agent episodes / iteration', 'agent samples / iteration', 's making envs',
+                   's playing', 's training', 'tokens making envs', 'tokens playing'], rows)
 
 def designer_lines(out: Path, spec: ExperimentSpec) -> list[str]:
     "The designer table's lines (arms with a designer)."
-    lines = ['| arm | admitted | distinct behaviours | similarity | mean regret | rewarded | masked | '
-             'reward components |', '|---|---|---|---|---|---|---|---|']
-    for arm in spec.arms:
-        if arm == 'fixed-pool': continue
+    rows = []
+    for arm in (a for a in spec.arms if a != 'fixed-pool'):
         d = designer_summary(arm_rows(out, spec, arm))
         comps = ', '.join(f'{k} {_f(v, 2)}' for k, v in d['components'].items()) or '-'
-        lines.append(f"| {arm} | {d['admitted']:.1f} | {d['distinct_behavioural']:.1f} | {_f(d['similarity'], 2)} | "
-                     f"{_f(d['regret'])} | {d['rewarded']:.1f} | {d['masked']:.1f} | {comps} |")
-    return lines
+        rows.append([arm, f"{d['admitted']:.1f}", f"{d['distinct_behavioural']:.1f}", _f(d['similarity'], 2),
+                     _f(d['regret']), f"{d['rewarded']:.1f}", f"{d['masked']:.1f}", comps])
+    return _table(['arm', 'admitted', 'distinct behaviours', 'similarity', 'mean regret', 'rewarded', 'masked',
+                   'reward components'], rows)
 
 # %% ../nbs/19a_experiment.ipynb #945dd0d4
 def write_report(out: str | Path) -> Path:
