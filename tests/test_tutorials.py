@@ -30,7 +30,8 @@ def test_the_rule():
 
 def test_the_tutorials_are_listed():
     names = {p.stem for p in TUTORIALS}
-    assert {'first_run', 'write_your_own_env', 'hint_gap_regret', 'environment_memory'} <= names
+    assert {'first_run', 'write_your_own_env', 'hint_gap_regret', 'environment_memory', 'single_gpu_experiment',
+            'scaling_to_30b'} <= names
     readme = (ROOT/'README.md').read_text()
     assert all(f'nbs/tutorials/{n}.ipynb' in readme for n in names)
 
