@@ -791,12 +791,13 @@ def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = Non
              max_new_tokens: int = 512, progress=print, bars: bool = True) -> EvalResult:
     """Score `policy` on `suites` (names of `SUITES`, with their file or path after a colon), a progress bar each
     (`bars`). A transformers policy keeps each conversation's prefix within a suite (`HFPolicy.prefix_caching`)."""
-    import contextlib, time
+    import time
+    from spade_nb.llm import kept_prefixes
     items = []
     for s in check_suites(suites):
         progress(f'suite {s}: playing')
-        t, keep = time.time(), getattr(policy, 'prefix_caching', None)
-        with keep() if keep else contextlib.nullcontext(), _bar(s, bars) as tick:
+        t = time.time()
+        with kept_prefixes(policy), _bar(s, bars) as tick:
             got = _score_suite(policy, s, limit=limit, seed=seed, rollout=rollout, limits=limits,
                                max_new_tokens=max_new_tokens, progress=tick)
         items += got

@@ -19,7 +19,7 @@ from .embedded import embedded_model_path, is_embedded, _clear_quantized_tags
 
 # %% auto #0
 __all__ = ['Message', 'EngineConfig', 'LLMConfig', 'SamplingParams', 'PolicyBackend', 'resolve_device', 'resolve_dtype',
-           'HFPolicy', 'model_path', 'load_hf_policy', 'per_turn', 'tiny_policy', 'ScriptedPolicy',
+           'HFPolicy', 'kept_prefixes', 'model_path', 'load_hf_policy', 'per_turn', 'tiny_policy', 'ScriptedPolicy',
            'qwen3_tokenizer_path', 'tiny_qwen3_policy']
 
 # %% ../nbs/02_llm.ipynb #5674ee5e
@@ -424,6 +424,12 @@ def _prefix_keep(self: HFPolicy, scope, seq: tuple, kv: list):
     self._prefix_bytes += size(kv)  # a running total: entries are only added here and dropped below
     while len(self._prefix) > 1 and self._prefix_bytes > self._prefix_mb * 2**20:
         self._prefix_bytes -= size(self._prefix.popitem(last=False)[1])
+
+# %% ../nbs/02_llm.ipynb #b70f4e02
+def kept_prefixes(policy, mb: int = 2048):
+    "`policy.prefix_caching(mb)` where the backend has it (transformers), else a context that does nothing."
+    keep = getattr(policy, 'prefix_caching', None)
+    return keep(mb) if keep else contextlib.nullcontext()
 
 # %% ../nbs/02_llm.ipynb #b234cab2
 @patch

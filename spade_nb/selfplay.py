@@ -29,7 +29,7 @@ from .designer import DesignerConfig, build_prompt, design, repair_rounds
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout
 from .heldout import evaluate_heldout, open_heldout
 from .hints import HintConfig, hint_plays_to_a_win, write_hints
-from .llm import LLMConfig
+from .llm import LLMConfig, kept_prefixes
 from .memory import EnvMemory, EnvRecord, structural_fingerprint
 from .regret import BLEND_PARTS, EnvScores, RewardConfig, RewardParts, env_metrics, reward_parts
 from .rollout import EnvJob, RolloutConfig, RolloutResult, certify, play
@@ -1251,7 +1251,8 @@ def _evaluate(self: SelfPlay, clock: StageClock, seeds: Seeds, stream: str, what
     """The held-out set played without hints, on the run's held-out seeds (the same at every evaluation: the curve is
     paired)."""
     sp = self.cfg.selfplay
-    with clock('eval', f'{len(self.heldout)} held-out environments' + (f', {what}' if what else '')):
+    with clock('eval', f'{len(self.heldout)} held-out environments' + (f', {what}' if what else '')), \
+            kept_prefixes(self.policy):
         return evaluate_heldout(self.policy, self.heldout, self.cfg.rollout, self.cfg.admission.limits,
                                 eval_seeds=sp.eval_seeds,
                                 rng=self.seeds.numpy('heldout-seeds'), seed=seeds.int_seed(stream) % 2**31)
@@ -1267,7 +1268,7 @@ def _hint_play_score(self: SelfPlay, it: int, designed: DesignOutcome | None, se
     with clock('hints', f'{len(records)} environments'):
         hinted = hint_stage(self.policy, records, cfg, seeds, plain=set(window))
     episodes = sum(sp.seeds_per_env * sp.plays * (2 if i in hinted.hints else 1) for i in records)
-    with clock('play', f'{episodes} episodes'):
+    with clock('play', f'{episodes} episodes'), kept_prefixes(self.policy):
         played = play_stage(self.policy, records, hinted, cfg, seeds)
     self.run_dir.transcripts(it, 'episodes', episode_rows(played, self.policy))
     return records, hinted, played, score_stage(self.memory, played, hinted, cfg, it, seeds)
