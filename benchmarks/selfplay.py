@@ -137,8 +137,9 @@ def main(argv=None) -> int:
           f'{iterations} iterations of {per_iteration:.0f} s; stages below as a share of one iteration '
           f'(start: of the {BUDGET - args.install_seconds:.0f} s after the install)\n')
     print('\n'.join(table(stage_secs, counts, per_iteration, start, BUDGET - args.install_seconds)))
-    print(f"\niteration {args.iteration}: {total:.0f} s of its {per_iteration:.0f} s budget "
-          f"({total / per_iteration:.2f}; goal <= 1.00); start {start:.0f} s")
+    ratio = total / per_iteration
+    print(f"\niteration {args.iteration}: {total:.0f} s of its {per_iteration:.0f} s budget, ratio {ratio:.2f} "
+          f"(goal <= 1.00): {'met' if ratio <= 1 else 'NOT met'}")
     if profiles:
         slowest = max((n for n in stage_secs if n in profiles), key=stage_secs.get)
         profiles[slowest].dump_stats(args.profile)
