@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 BUDGET = 900.0  # seconds: the README's first command, install included (issue 37)
-INSTALL = 180.0  # seconds: the README's measured install on 2 cores (pass --install-seconds to use your own)
+INSTALL = 180.0  # seconds: an install from PyPI on 2 cores (README, "How long"; pass --install-seconds for yours)
 
 
 class Counts:
