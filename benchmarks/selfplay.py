@@ -121,6 +121,7 @@ def main(argv=None) -> int:
         sp = SelfPlay.start(cfg, Path(tmp)/'run', log=lambda *a: None, progress=False)
         start = time.perf_counter() - t0
         hook_policy(sp.policy, counts)
+        counts.stage = 'untimed'  # earlier iterations' work is kept out of the start's row and the table
         for it in range(args.iteration):  # untimed iterations before the one timed
             sp.iteration(it); sp.next_iteration = it + 1
         hook_stages(counts, profiles)
