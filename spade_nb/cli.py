@@ -92,12 +92,12 @@ def _follow(cfg) -> int:
 def _selfplay(args) -> int:
     from pathlib import Path
     from spade_nb.distributed import RankZeroTrainer, init_distributed, world
-    from spade_nb.selfplay import Run, RunDir, SelfPlay, load_config
+    from spade_nb.selfplay import Run, RunDir, SelfPlay, load_config, resumed_config
     if args.resume and (args.preset or args.config or args.run_dir):
         raise ValueError('--resume takes no other options (but --set of where it generates): the run directory holds '
                          'its config')
     if init_distributed() and world()[0] != 0:  # under `accelerate launch`: a follower trains on its shards
-        return _follow(RunDir(args.resume).config().override(args.set or []) if args.resume else
+        return _follow(resumed_config(RunDir(args.resume), args.set or [], write=False) if args.resume else
                        load_config(args.preset, config=args.config, overrides=args.set or []))
     if args.resume: sp = SelfPlay.resume(args.resume, overrides=args.set or [])
     else:
@@ -197,13 +197,15 @@ def _memory(args) -> int:
     return 0
 
 # %% ../nbs/20_cli.ipynb #6d6150be
-def _run_adapter(run: str, checkpoint: int | None):
-    "A run's config and the agent's adapter after iteration `checkpoint` (a snapshot or a checkpoint; default: last)."
+def _run_adapter(run: str, checkpoint: int | None, granted=()):
+    """A run's config and the agent's adapter after iteration `checkpoint` (a snapshot or a checkpoint; default: last);
+    a code switch the run's config turns on is refused unless `granted` names it."""
     from pathlib import Path
-    from spade_nb.selfplay import RunConfig, RunDir
+    from spade_nb.selfplay import RunConfig, RunDir, check_code_switches
     root = Path(run)
     if not (root/'config.yaml').is_file(): raise FileNotFoundError(f'not a run directory (no config.yaml): {run}')
-    return RunConfig.from_yaml(root/'config.yaml'), str(RunDir(root).adapter(checkpoint))
+    cfg = check_code_switches(RunConfig.from_yaml(root/'config.yaml'), str(root/'config.yaml'), granted)
+    return cfg, str(RunDir(root).adapter(checkpoint))
 
 def _eval(args) -> int:
     from spade_nb.evaluate import check_suites, evaluate, markdown_table, write_result
@@ -213,9 +215,10 @@ def _eval(args) -> int:
     suites = check_suites(args.suite.split(','))  # before any weights load
     report_to = check_report_to(args.report_to.split(',') if args.report_to else [])
     if args.run_dir:
-        cfg, adapter = _run_adapter(args.run_dir, args.checkpoint)
+        cfg, adapter = _run_adapter(args.run_dir, args.checkpoint,
+                                    ['llm.trust_remote_code'] if args.trust_remote_code else [])
         llm = cfg.llm.replace(adapter=adapter)
-    else: llm, adapter = LLMConfig(model=args.model or 'embedded'), None
+    else: llm, adapter = LLMConfig(model=args.model or 'embedded', trust_remote_code=args.trust_remote_code), None
     r = evaluate(load_policy(llm), suites, model=llm.model, adapter=adapter, limit=args.limit, seed=args.seed,
                  max_new_tokens=args.max_new_tokens)
     print(markdown_table(r))
@@ -244,13 +247,14 @@ def _gpu_count() -> int:
 def _launch(args) -> int:
     from pathlib import Path
     from spade_nb.launch import describe, launch_plan, run_launch
-    from spade_nb.selfplay import RunDir, RunDirError, load_config
+    from spade_nb.selfplay import RunDir, RunDirError, load_config, resumed_config
     sets = [x for s in args.set or [] for x in ('--set', s)]
     if args.resume:
         if args.preset or args.config or args.run_dir:
             raise ValueError('--resume takes no other options (but --set of where it generates): the run directory '
                              'holds its config')
-        cfg, run_dir, config_args = RunDir(args.resume).config().override(args.set or []), Path(args.resume), sets
+        cfg = resumed_config(RunDir(args.resume), args.set or [], write=False)  # the loop's ranks write it
+        run_dir, config_args = Path(args.resume), sets
     else:
         cfg = load_config(args.preset, config=args.config, overrides=args.set or [])
         run_dir = Path(args.run_dir or Path('runs')/cfg.name)
@@ -290,6 +294,9 @@ def _eval_options(ev: argparse.ArgumentParser):
     who.add_argument('--run', dest='run_dir', default=None, metavar='RUN_DIR',
                      help="a run directory: its model with its adapter")
     ev.add_argument('--checkpoint', type=int, default=None, help='the iteration whose adapter (default: the last)')
+    ev.add_argument('--trust-remote-code', action='store_true',
+                    help="let transformers import the Python files the model's folder ships (a run directory's "
+                         'config cannot ask for this)')
     ev.add_argument('--suite', required=True,
                     help='comma-separated: rg, bfcl, humaneval, games, math:FILE, memory:PATH')
     ev.add_argument('--limit', type=int, default=None, help='items per suite (per dataset; per group for rg)')

@@ -97,7 +97,7 @@ def read_spec(out: str | Path) -> ExperimentSpec:
 def run_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None = None, log=print,
              progress: bool | None = None) -> list[Path]:
     "Run (or finish) every arm's runs; their folders."
-    from spade_nb.selfplay import SelfPlay, read_metrics
+    from spade_nb.selfplay import SelfPlay, read_metrics, run_code_switches
     done = []
     for arm in spec.arms:
         for k in range(spec.seeds):
@@ -106,7 +106,9 @@ def run_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None = N
             if len(rows) < cfg.selfplay.iterations:
                 log(f'experiment: {run_name(arm, k)}: ' + ('resuming' if (rd/'config.yaml').is_file() else 'starting'))
                 policy = load(cfg.llm) if load else None
-                sp = (SelfPlay.resume(rd, policy=policy, log=log, progress=progress) if (rd/'config.yaml').is_file()
+                # resumed with the code switches of this command line's config, not those its folder asks for
+                sp = (SelfPlay.resume(rd, policy=policy, log=log, progress=progress, granted=run_code_switches(cfg))
+                      if (rd/'config.yaml').is_file()
                       else SelfPlay.start(cfg, rd, policy=policy, log=log, progress=progress))
                 sp.run()
                 del sp, policy
@@ -138,7 +140,9 @@ def score_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None =
         for k in range(spec.seeds):
             rd = RunDir(out/'runs'/run_name(arm, k))
             for snap in sorted((rd.path/'snapshots').glob('iteration-*')):
-                jobs.append((rd.config().llm.replace(adapter=str(rd.adapter(int(snap.name.split('-')[1])))),
+                # the model as this command line's config names it (the folder's config.yaml is not asked)
+                adapter = str(rd.adapter(int(snap.name.split('-')[1])))
+                jobs.append((arm_config(spec, arm, k).llm.replace(adapter=adapter),
                              out/'evals'/run_name(arm, k)/f'{snap.name}.json', rd.path.name))
     for llm, path, who in jobs:
         if path.is_file(): continue

@@ -18,9 +18,9 @@ from .core import Completion, Config
 from .embedded import embedded_model_path, is_embedded, _clear_quantized_tags
 
 # %% auto #0
-__all__ = ['Message', 'EngineConfig', 'LLMConfig', 'SamplingParams', 'PolicyBackend', 'resolve_device', 'resolve_dtype',
-           'HFPolicy', 'kept_prefixes', 'model_path', 'load_hf_policy', 'per_turn', 'tiny_policy', 'ScriptedPolicy',
-           'qwen3_tokenizer_path', 'tiny_qwen3_policy']
+__all__ = ['ENGINE_DATA_ARGS', 'Message', 'EngineConfig', 'LLMConfig', 'SamplingParams', 'code_switches', 'PolicyBackend',
+           'resolve_device', 'resolve_dtype', 'HFPolicy', 'kept_prefixes', 'model_path', 'load_hf_policy', 'per_turn',
+           'tiny_policy', 'ScriptedPolicy', 'qwen3_tokenizer_path', 'tiny_qwen3_policy']
 
 # %% ../nbs/02_llm.ipynb #5674ee5e
 @dataclass
@@ -118,6 +118,22 @@ class SamplingParams(Config):
         self.check('top_p', 0 < self.top_p <= 1, 'must be in (0, 1]')
         self.check('max_new_tokens', self.max_new_tokens >= 1, 'must be at least 1')
         self.check('stop', all(self.stop), 'stop strings must be non-empty')
+
+# %% ../nbs/02_llm.ipynb #80290f51
+# vLLM engine arguments that are plain data; any other key of llm.engine.args may name code for vLLM to import
+ENGINE_DATA_ARGS = frozenset({
+    'max_model_len', 'max_num_seqs', 'max_num_batched_tokens', 'enable_chunked_prefill', 'enable_prefix_caching',
+    'enforce_eager', 'gpu_memory_utilization', 'kv_cache_memory_bytes', 'kv_cache_dtype', 'block_size', 'swap_space',
+    'cpu_offload_gb', 'dtype', 'quantization', 'tensor_parallel_size', 'pipeline_parallel_size',
+    'data_parallel_size', 'seed', 'max_logprobs', 'disable_log_stats', 'enable_sleep_mode', 'max_lora_rank',
+    'max_loras', 'max_cpu_loras', 'lora_dtype', 'fully_sharded_loras', 'calculate_kv_scales',
+    'disable_custom_all_reduce', 'max_seq_len_to_capture', 'num_gpu_blocks_override', 'enable_expert_parallel'})
+
+def code_switches(llm: LLMConfig) -> list[str]:
+    """The settings of `llm` (dotted, under `llm.`) that would make a library execute code that is not the package's:
+    `trust_remote_code`, and every engine argument outside `ENGINE_DATA_ARGS`."""
+    out = ['llm.trust_remote_code'] if llm.trust_remote_code else []
+    return out + [f'llm.engine.args.{k}' for k in sorted(llm.engine.args) if k not in ENGINE_DATA_ARGS]
 
 # %% ../nbs/02_llm.ipynb #bd3f6b00
 Message = Mapping[str, str]
@@ -494,6 +510,9 @@ def set_adapter(self: HFPolicy, adapter, version: int):
         path = Path(adapter)
         if not (path/'adapter_config.json').is_file():
             raise FileNotFoundError(f"not a saved LoRA adapter (no adapter_config.json): {path}")
+        if not (path/'adapter_model.safetensors').is_file():  # a pickle (adapter_model.bin) is never read
+            raise FileNotFoundError(f"{path}: no adapter_model.safetensors (an adapter saved as a pickle, "
+                                    f"adapter_model.bin, is not read: re-save it with safe_serialization=True)")
         if isinstance(self.model, PeftModel):
             from peft.utils import load_peft_weights
             adapter = load_peft_weights(str(path), device=str(self.device))
@@ -540,7 +559,8 @@ def load_hf_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
                                                            bnb_4bit_compute_dtype=dtype) \
                 if cfg.quantization == 'nf4' else BitsAndBytesConfig(load_in_8bit=True)
             kw['device_map'] = device
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
+        # weights_only: a pickled .bin checkpoint is read by torch's restricted unpickler, never one that builds objects
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, weights_only=True, **kw)
     except OSError as e:
         raise OSError(f"could not load model {cfg.model!r}: {e}") from e
     if cfg.gguf_file: _clear_quantized_tags(model)

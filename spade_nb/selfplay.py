@@ -29,7 +29,7 @@ from .designer import DesignerConfig, build_prompt, design, repair_rounds
 from .heldout import RG_DEFAULT, Evaluation, HeldoutEnv, check_heldout_name, duplicates_heldout
 from .heldout import evaluate_heldout, open_heldout
 from .hints import HintConfig, hint_plays_to_a_win, write_hints
-from .llm import LLMConfig, kept_prefixes
+from .llm import LLMConfig, code_switches, kept_prefixes
 from .memory import EnvMemory, EnvRecord, structural_fingerprint
 from .regret import BLEND_PARTS, EnvScores, RewardConfig, RewardParts, env_metrics, reward_parts
 from .rollout import EnvJob, RolloutConfig, RolloutResult, certify, play
@@ -37,15 +37,15 @@ from .tracking import check_report_to, open_trackers
 from .trainer import TrainerConfig
 
 # %% auto #0
-__all__ = ['METRICS_DOC', 'STAGES', 'RESUME_KEYS', 'PLOTS', 'SelfPlayConfig', 'LaunchConfig', 'RunConfig', 'presets_dir',
-           'list_presets', 'load_config', 'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationIndex',
-           'DesignColumns', 'PlayColumns', 'EvalColumns', 'UpdateColumns', 'RewardColumns', 'CostColumns',
-           'IterationMetrics', 'PendingDesign', 'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs',
-           'admit_designs', 'HintOutcome', 'play_seeds', 'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows',
-           'score_stage', 'RewardRow', 'RewardOutcome', 'due_designs', 'window_reward', 'reward_stage', 'UpdateStats',
-           'UpdateOutcome', 'agent_samples', 'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run',
-           'readmit_stale', 'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'resumed_config', 'plot_run',
-           'Run']
+__all__ = ['METRICS_DOC', 'STAGES', 'RESUME_KEYS', 'GRANT_KEYS', 'PLOTS', 'SelfPlayConfig', 'LaunchConfig', 'RunConfig',
+           'presets_dir', 'list_presets', 'load_config', 'run_code_switches', 'granted_switches', 'check_code_switches',
+           'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationIndex', 'DesignColumns', 'PlayColumns',
+           'EvalColumns', 'UpdateColumns', 'RewardColumns', 'CostColumns', 'IterationMetrics', 'PendingDesign',
+           'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds',
+           'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow', 'RewardOutcome',
+           'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome', 'agent_samples',
+           'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale', 'StageClock',
+           'choose_envs', 'write_transcripts', 'SelfPlay', 'resumed_config', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -175,9 +175,35 @@ def load_config(preset: str | None = None, *, config: str | Path | None = None, 
     preset = preset or named or 'tiny-cpu'
     path = presets_dir()/f'{preset}.yaml'
     if not path.is_file(): raise ConfigError('preset', f'unknown preset {preset!r}; known: {", ".join(list_presets())}')
-    try: cfg = RunConfig.from_dict(_merge(read_yaml_mapping(path), top))
+    try: cfg = RunConfig.from_dict(_merge(preset_data := read_yaml_mapping(path), top))
     except ConfigError as e: raise ConfigError(e.key, f'{e.msg} (in {config or path})') from None
+    check_code_switches(RunConfig.from_dict(preset_data), f'preset {path}')  # a preset asks for no code switch
     return cfg.override(list(overrides)) if overrides else cfg
+
+# %% ../nbs/16_selfplay.ipynb #8d938e6d
+_SWITCH_WHY = {'llm.trust_remote_code': 'it lets transformers and vLLM import the Python files a model folder ships',
+               'admission.limits.allow_weak': 'it runs generated environments with rlimits only, no seccomp or '
+                                              'namespaces'}
+
+def run_code_switches(cfg: RunConfig) -> list[str]:
+    """The code switches `cfg` turns on (dotted keys): settings that make a library execute code that is not the
+    package's (`spade_nb.llm.code_switches`), or run generated code with weaker isolation (`allow_weak`)."""
+    return code_switches(cfg.llm) + (['admission.limits.allow_weak'] if cfg.admission.limits.allow_weak else [])
+
+def granted_switches(overrides=()) -> list[str]:
+    "The keys that `key=value` overrides on this command line name: each grants the code switches at or under it."
+    return [str(o).split('=', 1)[0].strip() for o in overrides]
+
+def check_code_switches(cfg: RunConfig, source: str, granted=()) -> RunConfig:
+    """`cfg`, read from `source` (a file the user did not pass on this command line), when every code switch it turns
+    on is `granted` (dotted keys; a key grants those under it); else a `ConfigError` naming the first."""
+    for key in run_code_switches(cfg):
+        if any(key == g or key.startswith(g + '.') for g in granted): continue
+        why = _SWITCH_WHY.get(key, 'an engine argument outside spade_nb.llm.ENGINE_DATA_ARGS may name code for vLLM '
+                                   'to import')
+        raise ConfigError(key, f'{source} asks for it, and only the command line may ({why}); if you trust it, '
+                               f'pass --set {key}=... yourself')
+    return cfg
 
 # %% ../nbs/16_selfplay.ipynb #790630d0
 def _atomic_write(path: Path, text: str):
@@ -1168,25 +1194,30 @@ RESUME_KEYS = ('llm.servers', 'llm.engine.server_model', 'llm.engine.adapter_dir
                'llm.engine.retries', 'llm.engine.concurrency', 'launch.generation_gpus', 'launch.tensor_parallel',
                'launch.data_parallel', 'launch.training_gpus', 'report_to')
 
-def resumed_config(rd: RunDir, overrides=()) -> RunConfig:
-    "The run's config with `overrides` of `RESUME_KEYS` only (written back: the next resume starts from it)."
+# the code switches a resuming command line may name again (see "Code switches come from the command line")
+GRANT_KEYS = ('llm.trust_remote_code', 'llm.engine.args', 'admission.limits.allow_weak')
+
+def resumed_config(rd: RunDir, overrides=(), granted=(), write: bool = True) -> RunConfig:
+    """The run's config with `overrides` of `RESUME_KEYS` and `GRANT_KEYS` only (written back unless `write` is
+    False: the next resume starts from it). A code switch the run's file turns on is refused unless these overrides
+    or `granted` (the switches of a config the user passed on this command line) name it."""
     cfg = rd.config()
-    if not overrides: return cfg
     for o in overrides:
         key = str(o).split('=', 1)[0].strip()
-        if key not in RESUME_KEYS:
+        if key not in RESUME_KEYS + GRANT_KEYS:
             raise ConfigError(key, f'a resumed run keeps its config; only where it generates may change '
                               f'({", ".join(RESUME_KEYS)})')
-    cfg = cfg.override(list(overrides))
-    _atomic_write(rd.path/'config.yaml', cfg.to_yaml())  # other processes of the run may be reading it
+    if overrides: cfg = cfg.override(list(overrides))
+    check_code_switches(cfg, f'{rd.path/"config.yaml"}', [*granted, *granted_switches(overrides)])
+    if overrides and write: _atomic_write(rd.path/'config.yaml', cfg.to_yaml())  # other processes may be reading it
     return cfg
 
 @patch(cls_method=True)
-def resume(cls: SelfPlay, run_dir: str | Path, *, policy=None, overrides=(), **kw) -> SelfPlay:
+def resume(cls: SelfPlay, run_dir: str | Path, *, policy=None, overrides=(), granted=(), **kw) -> SelfPlay:
     """Continue a run: restore its last checkpoint and discard whatever the unfinished iteration wrote (`overrides`:
-    new servers, see `resumed_config`)."""
+    new servers, see `resumed_config`; `granted`: code switches the caller's own config turns on)."""
     rd = RunDir(run_dir)
-    cfg = resumed_config(rd, overrides)
+    cfg = resumed_config(rd, overrides, granted)
     sp = cls(cfg, open_run(cfg, rd, policy, fresh=False), rd, **kw)
     done, buffer = rd.restore(sp.trainer)
     sp.buffer, sp.next_iteration = [PendingDesign(**d) for d in buffer], done + 1

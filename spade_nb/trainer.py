@@ -572,6 +572,8 @@ def load(self: Trainer, path: str | Path):
     else:  # written before trainable.safetensors: one process's
         for name in self.model.peft_config:
             sub = path/'adapter' if name == 'default' else path/'adapter'/name
+            if not (sub/'adapter_model.safetensors').is_file():  # a pickled adapter_model.bin is never read
+                raise FileNotFoundError(f'{sub}: no adapter_model.safetensors (a pickled adapter is not read)')
             set_peft_model_state_dict(self.model, load_peft_weights(str(sub), device=str(self.policy.device)),
                                       adapter_name=name)
         self.opt.load_state_dict(torch.load(path/'optimizer.pt', weights_only=True))
