@@ -24,7 +24,8 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['FINISH_REASONS', 'ROLES', 'EnvId', 'ENDINGS', 'Completion', 'Sample', 'episode_return', 'is_win', 'parse_python',
-           'valid_text', 'visible', 'ConfigError', 'read_yaml_mapping', 'Config', 'Seeds', 'seed_everything']
+           'valid_text', 'visible', 'VisibleLog', 'visible_logs', 'ConfigError', 'read_yaml_mapping', 'Config', 'Seeds',
+           'seed_everything']
 
 # %% ../nbs/00_core.ipynb #8201901f
 FINISH_REASONS = ('stop', 'length', 'context')
@@ -151,6 +152,26 @@ def visible(text: str) -> str:
             out.append(f'\\x{o:02x}' if o < 256 else f'\\u{o:04x}')
         else: out.append(c)
     return ''.join(out)
+
+# %% ../nbs/00_core.ipynb #b6a68994
+class VisibleLog:
+    """A `logging` filter for a library's logger that may quote model text (math-verify's parse timeout quotes the
+    whole reply): each record's message through `visible`, at most `cap` characters."""
+    def __init__(self, cap: int = 300): self.cap = cap
+
+    def filter(self, record) -> bool:
+        msg = visible(record.getMessage())
+        record.msg, record.args = msg if len(msg) <= self.cap else msg[:self.cap] + ' [cut]', None
+        return True
+
+def visible_logs(*names: str):
+    """Put `VisibleLog` on the loggers `names` and on those already made under them (a filter acts only on the logger
+    a record starts at), once each."""
+    import logging
+    made = [n for n in logging.root.manager.loggerDict if any(n.startswith(p + '.') for p in names)]
+    for n in [*names, *made]:
+        lg = logging.getLogger(n)
+        if not any(isinstance(f, VisibleLog) for f in lg.filters): lg.addFilter(VisibleLog())
 
 # %% ../nbs/00_core.ipynb #46f55d95
 class ConfigError(ValueError):

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .core import ConfigError, is_win, parse_python
+from .core import ConfigError, is_win, parse_python, visible_logs
 from .envs import final_answer
 from .heldout import rg_env_source, rg_instances, wilson
 from .memory import EnvMemory
@@ -806,6 +806,7 @@ def score_math_answers(items: list[dict], replies: list[str], suite: str = 'math
     try: from math_verify import parse, verify
     except ImportError:
         raise ConfigError('suite', 'math:FILE needs math-verify: pip install "spade_nb[eval]"') from None
+    visible_logs('math_verify', 'latex2sympy2_extended')  # their warnings quote the reply
     return [ItemScore(suite, suite, it['id'], float(bool(verify(parse(f"${it['answer']}$"), parse(r)))))
             for it, r in zip(items, replies)]
 

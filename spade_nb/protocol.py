@@ -9,11 +9,12 @@ import json
 import re
 from typing import Sequence
 
+from .core import valid_text
 from .envs import final_answer, tool_call
 
 # %% auto #0
-__all__ = ['TEXT_SYSTEM', 'TOOL_SYSTEM', 'DEMONSTRATIONS', 'render_tools', 'system_prompt', 'supports_native_tools',
-           'first_messages', 'observation_message', 'last_boxed', 'parse_action']
+__all__ = ['TEXT_SYSTEM', 'TOOL_SYSTEM', 'DEMONSTRATIONS', 'MAX_JSON_TRIES', 'render_tools', 'system_prompt',
+           'supports_native_tools', 'first_messages', 'observation_message', 'last_boxed', 'parse_action']
 
 # %% ../nbs/04_protocol.ipynb #bc15cbf9
 TEXT_SYSTEM = ("You are playing a multi-turn text environment. Each turn, read the observation, think briefly, "
@@ -75,28 +76,37 @@ def observation_message(obs: str) -> dict:
     return {'role': 'user', 'content': obs}
 
 # %% ../nbs/04_protocol.ipynb #aef566a7
+def _brace_matches(text: str) -> dict[int, int]:
+    "Each `{` of `text` that is closed, at its position -> the position of its `}` (one pass, any depth)."
+    stack, out = [], {}
+    for j, ch in enumerate(text):
+        if ch == '{': stack.append(j)
+        elif ch == '}' and stack: out[stack.pop()] = j
+    return out
+
 def last_boxed(text: str) -> str | None:
-    "The content of the last `\\boxed{...}` in `text` (nested braces allowed), or None."
-    start = text.rfind('\\boxed{')
+    "The content of the last closed `\\boxed{...}` in `text` (nested braces allowed), or None; linear in `text`."
+    if '\\boxed{' not in text: return None
+    closes, start = _brace_matches(text), text.rfind('\\boxed{')
     while start != -1:
-        depth, i = 0, start + len('\\boxed{')
-        for j in range(i, len(text)):
-            if text[j] == '{': depth += 1
-            elif text[j] == '}':
-                if depth == 0: return text[i:j].strip()
-                depth -= 1
+        brace = start + len('\\boxed')
+        if brace in closes: return text[brace + 1:closes[brace]].strip()
         start = text.rfind('\\boxed{', 0, start)  # unclosed: try an earlier one
     return None
 
+MAX_JSON_TRIES = 256  # positions a reply's JSON objects are looked for at: a reply of any size parses in bounded time
+
 def _json_objects(text: str) -> list[tuple[int, dict]]:
-    "Every JSON object embedded in `text`, with its position, in order."
-    dec, out, i = json.JSONDecoder(), [], text.find('{')
-    while i != -1:
+    """Every JSON object embedded in `text`, with its position, in order (tried at the first `MAX_JSON_TRIES` braces
+    that start no decoded object; nesting too deep for the decoder is no object)."""
+    dec, out, i, tries = json.JSONDecoder(), [], text.find('{'), 0
+    while i != -1 and tries < MAX_JSON_TRIES:
+        tries += 1
         try:
             obj, end = dec.raw_decode(text, i)
             if isinstance(obj, dict): out.append((i, obj))
             i = text.find('{', end)
-        except ValueError:
+        except (ValueError, RecursionError):
             i = text.find('{', i + 1)
     return out
 
@@ -105,13 +115,14 @@ def _as_call(obj: dict) -> str | None:
     args = obj.get('arguments', obj.get('args', {}))
     if isinstance(args, str):
         try: args = json.loads(args)
-        except ValueError: return None
-    if isinstance(name, str) and isinstance(args, dict): return tool_call(name, **args)
-    if 'answer' in obj and name is None: return final_answer(obj['answer'])
+        except (ValueError, RecursionError): return None
+    try:
+        if isinstance(name, str) and isinstance(args, dict): return tool_call(name, **args)
+        if 'answer' in obj and name is None: return final_answer(obj['answer'])
+    except (ValueError, TypeError, RecursionError): return None  # a value JSON cannot carry back (a huge number)
     return None
 
-def parse_action(kind: str, reply: str) -> tuple[str, bool]:
-    "(action, parsed) from an agent's reply; an unparseable reply gives ('', False)."
+def _parse_action(kind: str, reply: str) -> tuple[str, bool]:
     if kind == 'TextEnv':
         a = last_boxed(reply)
         return (a, True) if a is not None else ('', False)
@@ -125,3 +136,10 @@ def parse_action(kind: str, reply: str) -> tuple[str, bool]:
     if (b := last_boxed(reply)) is not None: candidates.append((reply.rfind('\\boxed{'), final_answer(b)))
     if not candidates: return '', False
     return max(candidates, key=lambda c: c[0])[1], True
+
+def parse_action(kind: str, reply: str) -> tuple[str, bool]:
+    """(action, parsed) from an agent's reply; an unparseable reply gives ('', False). Total: any text gives a value,
+    in time linear in its length, with lone surrogates replaced."""
+    try: action, ok = _parse_action(kind, valid_text(str(reply)))
+    except (ValueError, TypeError, RecursionError, MemoryError): return '', False
+    return valid_text(action), ok

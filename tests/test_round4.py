@@ -231,3 +231,83 @@ def test_bfcl_call_arguments_stay_data():
         assert "unknown tool" in env.step(tool_call("__import__('os').getcwd", folder='x'))[0]
         assert 'has no argument' in env.step(tool_call('cd', **{"folder='x', y": 'z'}))[0]
         assert 'document' in env.step(tool_call('ls'))[0]  # the twin: a plain call still answers
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 3. A parse of model text is total: any reply gives a value or a counted failure, in bounded time
+
+def hostile_replies() -> list[str]:
+    "Replies built to break parsers: deep nesting, huge numbers, lone surrogates, controls, long lines, open fences."
+    big = '9' * 5000
+    deep = {'[': ']', '{': '}', '(': ')'}
+    out = []
+    for o, c in deep.items():
+        for n in (1000, 50_000):
+            out += [o * n, o * n + c * n, '<tool_call>{"name": "f", "arguments": ' + o * n,
+                    '<tool_call>{"name": "f", "arguments": "' + o * n + '"}</tool_call>',
+                    '\\boxed{' + o * n + '}', '```python\n' + o * n]
+    out += ['\\boxed{' * 20_000, '\\boxed{' * 20_000 + '}' * 20_000, '{"a":"' * 20_000, '{' * 100_000,
+            '{"answer": ' + big + '}', '<tool_call>{"name": "f", "arguments": {"x": ' + big + '}}</tool_call>',
+            '<tool_call>{"name": "f", "arguments": {"x": 1e99999}}</tool_call>', '\\boxed{' + big + '}',
+            '\\boxed{\ud800}', '<tool_call>{"name": "\\ud800", "arguments": {}}</tool_call>', '\ud800' * 1000,
+            ''.join(chr(i) for i in range(32)) * 100, '\x1b[2J\x1b]0;title\x07\\boxed{\x00}', 'x' * 100_000,
+            '<tool_call>' * 10_000, '</tool_call>' * 10_000, '```' * 30_000, '```python\n' * 10_000,
+            '```py\n' + 'x = 1\n' * 20_000, 'Hint: ' + '`' * 50_000, '$' + '\\frac{' * 5000 + '$',
+            '\\boxed{' + '2^' * 5000 + '2}', '\\boxed{9^9^9^9^9}', '\\boxed{10**10**10}', '', ' ', '\x00']
+    return out
+
+
+def _bounded(fn, *args, seconds=2.0):
+    import time
+    t = time.perf_counter()
+    out = fn(*args)
+    took = time.perf_counter() - t
+    assert took < seconds, (fn.__name__, repr(args[-1])[:60], took)
+    return out
+
+
+def test_agent_replies_parse_totally():
+    from spade_nb.protocol import last_boxed, parse_action
+    for r in hostile_replies():
+        for kind in ('TextEnv', 'ToolEnv'):
+            action, ok = _bounded(parse_action, kind, r)
+            assert isinstance(action, str) and isinstance(ok, bool)
+            action.encode('utf-8')  # no lone surrogate goes on
+        b = _bounded(last_boxed, r)
+        assert b is None or isinstance(b, str)
+    # the twins: ordinary replies parse as before
+    assert parse_action('ToolEnv', 'ok <tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>') == \
+        ('{"args": {"a": 1}, "tool": "add"}', True)
+    assert parse_action('TextEnv', 'so \\boxed{x{y}} and \\boxed{unclosed') == ('x{y}', True)
+
+
+def test_designs_hints_and_programs_parse_totally():
+    from spade_nb.designer import parse_design
+    from spade_nb.evaluate import humaneval_problems, humaneval_program
+    from spade_nb.heldout import _same_answer
+    from spade_nb.hints import HintConfig, _clean, audit_hint, hint_phrases
+    task = humaneval_problems(1)[0]
+    for r in hostile_replies():
+        d = _bounded(parse_design, r)
+        assert d.code is None or isinstance(d.code, str)
+        assert isinstance(_bounded(humaneval_program, task, r), str)
+        assert isinstance(_bounded(_clean, r, HintConfig()), str)
+        assert isinstance(_bounded(hint_phrases, r), list)
+        assert isinstance(_bounded(audit_hint, r, ['7'], 'TextEnv')[0], bool)
+        assert _bounded(_same_answer, r, '42') in (True, False)
+    assert parse_design('```python\nx = 1\n```').code == 'x = 1\n'  # the twin
+
+
+def test_math_answers_score_totally(caplog):
+    "math-verify on hostile replies: a score each, its own parse timeout as the bound, and its warnings made visible."
+    from spade_nb.evaluate import score_math_answers
+    replies = [r for r in hostile_replies() if len(r) <= 12_000] + ['\x1b[2J\\boxed{' + '[' * 1008 + '}']
+    items = [{'id': str(i), 'answer': '42'} for i in range(len(replies))]
+    import time
+    t = time.perf_counter()
+    got = score_math_answers(items, replies)
+    assert [x.score for x in got] == [0.0] * len(replies) and time.perf_counter() - t < 60
+    said = [r.getMessage() for r in caplog.records]
+    assert any('Timeout during parsing' in m for m in said)
+    assert not any('\x1b' in m or len(m) > 400 for m in said)
+    assert score_math_answers([{'id': '0', 'answer': '42'}], ['so \\boxed{42}'])[0].score == 1.0  # the twin
