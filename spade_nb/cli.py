@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import platform
+import sqlite3
 import sys
 
 from .core import ConfigError, visible
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     "Entry point of the `spade` console script."
     args = parser().parse_args(argv)
     try: return args.run(args)
-    except (ConfigError, EmbeddedModelError, OSError, ValueError, KeyError, RuntimeError) as e:
+    except (ConfigError, EmbeddedModelError, OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as e:
         # a KeyError's str() is its repr, quotes and all
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         # messages quote environments

@@ -25,7 +25,8 @@ from .core import is_win, parse_python, valid_text
 from .designer import Exemplar
 
 # %% auto #0
-__all__ = ['structural_fingerprint', 'minhash', 'EnvRecord', 'summarize', 'MemoryFileError', 'EnvMemory', 'Play']
+__all__ = ['MEMORY_QUERY_SECONDS', 'structural_fingerprint', 'minhash', 'EnvRecord', 'summarize', 'MemoryFileError', 'EnvMemory',
+           'check_schema', 'Play']
 
 # %% ../nbs/12_memory.ipynb #cd14c726
 _KEEP = frozenset({'self', 'super', 'TextEnv', 'ToolEnv', 'tool_call', 'final_answer'})
@@ -167,6 +168,7 @@ class EnvMemory:
         existed = self.path.exists() and self.path.stat().st_size > 0
         try:
             self.db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+            self._guard()
             if existed: self._upgrade()
             self.db.execute('PRAGMA journal_mode=WAL')
             self.db.execute('PRAGMA synchronous=NORMAL')  # in WAL mode: durable against a killed process
@@ -203,7 +205,8 @@ class _Tx:
 # %% ../nbs/12_memory.ipynb #fd1cf1c1
 @patch
 def _upgrade(self: EnvMemory):
-    "Check that an existing file is a memory; add the columns later versions write."
+    "Check that an existing file is a memory (`check_schema`); add the columns later versions write."
+    check_schema(self.db, self.path)
     found = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if 'envs' not in found or 'meta' not in found:
         raise MemoryFileError(f'{self.path} is an SQLite file but not a spade_nb environment memory')
@@ -222,13 +225,85 @@ def _upgrade(self: EnvMemory):
                               'play INTEGER, ret REAL);'
                               'CREATE INDEX plays_env ON plays(env_id, iteration);')
 
+# %% ../nbs/12_memory.ipynb #41d976a0
+MEMORY_QUERY_SECONDS = 60.0  # the longest one statement on a memory may run
+
+def _reference_schema() -> dict[str, dict]:
+    "What this package writes: each table's columns and declared types, and each index's table."
+    db = sqlite3.connect(':memory:')
+    db.executescript(_SCHEMA)
+    tables = {n: {r[1]: r[2] for r in db.execute(f'PRAGMA table_info("{n}")')}
+              for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    indexes = {n: t for n, t in db.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'")}
+    db.close()
+    return {'tables': tables, 'indexes': indexes}
+
+# columns and tables that files written by earlier versions lack (`_upgrade` adds them)
+_LATER = {'envs': {'admission_version', 'replays', 'max_similarity'}, 'scores': {'note'}}
+
+def check_schema(db, path) -> None:
+    """A `MemoryFileError` naming the first thing in `db` this package does not write: a view, a trigger, a virtual
+    table, an unknown table, index or column, a column of another declared type, a missing column."""
+    ref = _reference_schema()
+    def no(what): raise MemoryFileError(f'{path} is not a spade_nb memory: {what}; it was left untouched')
+    for kind, name, table, sql in db.execute('SELECT type, name, tbl_name, sql FROM sqlite_master'):
+        if name.startswith('sqlite_autoindex_') or name.startswith('sqlite_stat'): continue
+        if kind == 'table' and name in ref['tables'] and not str(sql or '').lstrip().upper().startswith('CREATE VIRTUAL'):
+            continue
+        if kind == 'index' and ref['indexes'].get(name) == table: continue
+        no(f'it holds {kind} {name!r}')
+    for name, cols in ref['tables'].items():
+        have = {r[1]: r[2] for r in db.execute(f'PRAGMA table_info("{name}")')}
+        if not have:
+            if name == 'plays': continue  # made by _upgrade
+            no(f'table {name!r} is missing')
+        if extra := sorted(set(have) - set(cols)): no(f'table {name!r} has a column {extra[0]!r}')
+        if wrong := [c for c in have if have[c].upper() != cols[c].upper()]:
+            no(f'column {name}.{wrong[0]} is declared {have[wrong[0]]!r}, not {cols[wrong[0]]!r}')
+        if missing := sorted(set(cols) - set(have) - _LATER.get(name, set())):
+            no(f'table {name!r} lacks column {missing[0]!r}')
+
+@patch
+def _guard(self: EnvMemory):
+    """Every statement on this memory: no function from the file's schema runs (`trusted_schema` off), and a statement
+    stops after `MEMORY_QUERY_SECONDS` or at Ctrl-C (a progress handler, which lets Python see the signal)."""
+    started = [time.monotonic()]
+    self.db.execute('PRAGMA trusted_schema = OFF')
+    self.db.set_trace_callback(lambda sql: started.__setitem__(0, time.monotonic()))
+    self.db.set_progress_handler(lambda: int(time.monotonic() - started[0] > MEMORY_QUERY_SECONDS), 100_000)
+
 # %% ../nbs/12_memory.ipynb #e0bdbf23
+def _fits(v, tp) -> bool:
+    "Does `v`, read from a memory, have the type `tp` of its field (str, int, float, a dict, or any of them or None)?"
+    import types, typing
+    if typing.get_origin(tp) in (typing.Union, types.UnionType): return any(_fits(v, a) for a in typing.get_args(tp))
+    if tp is type(None): return v is None
+    if tp is float: return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if tp is int: return isinstance(v, int) and not isinstance(v, bool)
+    return isinstance(v, typing.get_origin(tp) or tp)
+
 @patch
 def _record(self: EnvMemory, row) -> EnvRecord:
+    """The record a row holds, each value checked for its field's type (a `MemoryFileError` naming the row and the
+    column otherwise)."""
+    import typing
     d = dict(zip(['id'] + _COLS, row))
-    d['provenance'] = json.loads(d['provenance']) if d['provenance'] else None
-    d['replays'] = json.loads(d['replays']) if d['replays'] else []
-    return EnvRecord(**d)
+    def bad(col): return MemoryFileError(f'{self.path}: environment {d["id"]!r} holds {type(d[col]).__name__} in '
+                                         f'{col}, where {hints[col]} belongs; it was left untouched')
+    hints = {**typing.get_type_hints(EnvRecord), 'replays': str | None, 'provenance': str | None}
+    for col in ['id'] + _COLS:
+        if not _fits(d[col], hints[col]): raise bad(col)
+    try:
+        d['provenance'] = json.loads(d['provenance']) if d['provenance'] else None
+        d['replays'] = json.loads(d['replays']) if d['replays'] else []
+        if not (d['provenance'] is None or isinstance(d['provenance'], dict)): raise ValueError('provenance')
+        rh = typing.get_type_hints(Replay)
+        if not (isinstance(d['replays'], list) and all(isinstance(r, dict) and set(r) <= set(rh)
+                                                      and all(_fits(r[k], rh[k]) for k in r) for r in d['replays'])):
+            raise ValueError('replays')
+        return EnvRecord(**d)
+    except (ValueError, TypeError, RecursionError) as e:
+        raise MemoryFileError(f'{self.path}: environment {d["id"]!r} has malformed {str(e)[:40]}') from None
 
 @patch
 def get(self: EnvMemory, env_id: int) -> EnvRecord:
@@ -253,9 +328,15 @@ def records(self: EnvMemory, *, include_evicted: bool = False) -> list[EnvRecord
 @patch
 def history(self: EnvMemory, env_id: int) -> list[dict]:
     cols = ['iteration', 'plays', *_SCORE_KEYS, 'note']
-    return [dict(zip(cols, r))
+    types = {'iteration': int, 'plays': int | None, 'note': str | None, **{k: float | None for k in _SCORE_KEYS}}
+    rows = [dict(zip(cols, r))
             for r in self.db.execute(f'SELECT {", ".join(cols)} FROM scores WHERE env_id = ? ORDER BY iteration',
                                      (env_id,))]
+    for r in rows:
+        if bad := next((c for c in cols if not _fits(r[c], types[c])), None):
+            raise MemoryFileError(f'{self.path}: a score of environment {env_id} holds {type(r[bad]).__name__} in '
+                                  f'{bad}, where {types[bad]} belongs; it was left untouched')
+    return rows
 
 @patch
 def rejected(self: EnvMemory, *, id: int | None = None, document: str | None = None) -> list[dict]:

@@ -311,3 +311,57 @@ def test_math_answers_score_totally(caplog):
     assert any('Timeout during parsing' in m for m in said)
     assert not any('\x1b' in m or len(m) > 400 for m in said)
     assert score_math_answers([{'id': '0', 'answer': '42'}], ['so \\boxed{42}'])[0].score == 1.0  # the twin
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 4. A shared file cannot hang or mislead the tools that read it
+
+def _memory_with(tmp: Path, sql: str) -> Path:
+    import sqlite3
+    from spade_nb.memory import EnvMemory, EnvRecord
+    p = tmp/'memory.sqlite'
+    with EnvMemory(p) as m:
+        m.add(EnvRecord(code='class A: pass\n', class_name='A', kind='TextEnv', skill='reasoning_game'))
+    db = sqlite3.connect(p)
+    db.executescript(sql)
+    db.commit()
+    db.close()
+    return p
+
+
+ENDLESS = ('WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n')
+
+
+@pytest.mark.parametrize('sql,why', [
+    ('ALTER TABLE envs RENAME TO envs_real; CREATE VIEW envs AS SELECT * FROM envs_real, '
+     f'({ENDLESS} AS n FROM r)', 'not a spade_nb memory'),
+    (f'DROP TABLE scores; CREATE VIEW scores AS {ENDLESS} AS env_id, 0 AS iteration, 0 AS plays, 0 AS regret, '
+     '0 AS regret_lo, 0 AS regret_hi, 0 AS win_rate_hint, 0 AS win_rate_nohint, 0 AS note FROM r', "view 'scores'"),
+    ('CREATE TRIGGER wipe AFTER INSERT ON scores BEGIN DELETE FROM envs; END', "trigger 'wipe'"),
+    ("UPDATE envs SET regret = 'very high'", 'holds str in regret'),
+    ("UPDATE envs SET code = x'00ff'", 'holds bytes in code'),
+    ("UPDATE envs SET provenance = '[1, 2]'", 'malformed provenance'),
+    ("UPDATE envs SET replays = '[{\"seed\": \"0\", \"actions\": [], \"digest\": \"x\"}]'", 'malformed replays'),
+    ("INSERT INTO scores VALUES (1, 0, 2, 'x', NULL, NULL, NULL, NULL, NULL)", 'a score of environment 1 holds str'),
+])
+def test_hostile_memory_is_refused_in_one_line(tmp_path, sql, why):
+    import time
+    p = _memory_with(tmp_path, sql)
+    before = p.read_bytes()
+    t = time.perf_counter()
+    for argv in (['memory', 'list', str(p)], ['memory', 'show', str(p), '1']):
+        if 'a score' in why and 'list' in argv: continue  # list shows no scores
+        code, text = _cli(*argv)
+        assert code == 2 and why in text and len(text.strip().splitlines()) == 1, text
+    assert time.perf_counter() - t < 20 and p.read_bytes() == before
+
+
+def test_benign_memory_lists_and_a_runaway_query_stops(tmp_path, monkeypatch):
+    import sqlite3
+    import spade_nb.memory as mem
+    p = _memory_with(tmp_path, "UPDATE envs SET regret = 0.25")
+    code, text = _cli('memory', 'list', str(p))
+    assert code == 0 and 'regret 0.25' in text
+    monkeypatch.setattr(mem, 'MEMORY_QUERY_SECONDS', 0.5)
+    with mem.EnvMemory(p) as m, pytest.raises(sqlite3.OperationalError, match='interrupted'):
+        m.db.execute(f'{ENDLESS} FROM r').fetchall()
