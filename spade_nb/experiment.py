@@ -9,7 +9,7 @@ import gc
 import json
 import math
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -91,7 +91,12 @@ def open_experiment(spec: ExperimentSpec, out: str | Path) -> Path:
 def read_spec(out: str | Path) -> ExperimentSpec:
     path = Path(out)/'experiment.json'
     if not path.is_file(): raise FileNotFoundError(f'{out} holds no experiment (no experiment.json)')
-    return ExperimentSpec(**json.loads(path.read_text()))
+    try: data = json.loads(path.read_text())
+    except (ValueError, RecursionError) as e: raise ConfigError('experiment', f'{path} is not JSON: {e}') from None
+    if not isinstance(data, dict) or set(data) - {f.name for f in fields(ExperimentSpec)}:
+        raise ConfigError('experiment', f'{path} is not an experiment spec written by spade experiment')
+    try: return ExperimentSpec(**data)
+    except TypeError as e: raise ConfigError('experiment', f'{path}: {e}') from None
 
 # %% ../nbs/19a_experiment.ipynb #987bfa7b
 def run_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None = None, log=print,

@@ -247,9 +247,13 @@ def read_metrics(path) -> list[dict]:
     p = Path(path)/'metrics.jsonl'
     if not p.is_file(): return []
     rows = []
-    for line in p.read_text().splitlines():
-        try: rows.append(json.loads(line))
-        except json.JSONDecodeError: break
+    for k, line in enumerate(p.read_text().splitlines()):
+        try: row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError): break
+        it = row.get('iteration') if isinstance(row, dict) else None
+        if not (isinstance(it, int) and not isinstance(it, bool) and it > (rows[-1]['iteration'] if rows else -1)):
+            raise RunDirError(f'{p}: line {k + 1} is not a metric row (an object whose iteration follows the last)')
+        rows.append(row)
     return rows
 
 # %% ../nbs/16_selfplay.ipynb #5c5b8ebe

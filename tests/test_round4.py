@@ -365,3 +365,18 @@ def test_benign_memory_lists_and_a_runaway_query_stops(tmp_path, monkeypatch):
     monkeypatch.setattr(mem, 'MEMORY_QUERY_SECONDS', 0.5)
     with mem.EnvMemory(p) as m, pytest.raises(sqlite3.OperationalError, match='interrupted'):
         m.db.execute(f'{ENDLESS} FROM r').fetchall()
+
+
+def test_hostile_metrics_and_experiment_spec_are_refused(tmp_path):
+    from spade_nb.experiment import read_spec
+    from spade_nb.selfplay import RunDirError, read_metrics
+    (tmp_path/'metrics.jsonl').write_text('{"iteration": 0}\n"\\u001b[2J"\n')
+    with pytest.raises(RunDirError, match='line 2 is not a metric row'): read_metrics(tmp_path)
+    (tmp_path/'metrics.jsonl').write_text('{"iteration": 0}\n{"iteration": 1}\n{"itera')  # the twin: a torn last line
+    assert [r['iteration'] for r in read_metrics(tmp_path)] == [0, 1]
+    (tmp_path/'experiment.json').write_text('{"arms": ["spade"], "__class__": 1}')
+    with pytest.raises(ConfigError, match='not an experiment spec'): read_spec(tmp_path)
+    (tmp_path/'experiment.json').write_text('{"arms": ["spade"], "seeds": "2"}')
+    with pytest.raises(ConfigError): read_spec(tmp_path)
+    (tmp_path/'experiment.json').write_text('{"arms": ["spade"], "seeds": 2}')
+    assert read_spec(tmp_path).seeds == 2
