@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import io
 import platform
 import sqlite3
 import sys
@@ -15,7 +16,7 @@ from .core import ConfigError, visible
 from .embedded import EmbeddedModelError, embedded_cache_state
 
 # %% auto #0
-__all__ = ['doctor', 'parser', 'main']
+__all__ = ['doctor', 'parser', 'VisibleStream', 'main']
 
 # %% ../nbs/20_cli.ipynb #78555afb
 def _version(pkg: str) -> str | None:
@@ -272,7 +273,7 @@ def _launch(args) -> int:
         note = [f'(this machine has no GPU: the commands on a node with {gpus})'] if gpus and not here else []
         print('\n'.join(describe(p, cfg) + note))
         return 0
-    for line in p.notes: print(line, file=sys.stderr)
+    for line in p.notes: print(visible(line), file=sys.stderr)  # they quote the config
     return run_launch(p, run_dir/'launch-logs', health_timeout=args.health_timeout)
 
 def _plan(args) -> int:
@@ -284,7 +285,7 @@ def _plan(args) -> int:
     if p.fits:
         print(verdict(p))
         return 0
-    print(f'spade plan: {verdict(p, advise(cfg, args.gpus, args.gpu_memory))}', file=sys.stderr)
+    print(visible(f'spade plan: {verdict(p, advise(cfg, args.gpus, args.gpu_memory))}'), file=sys.stderr)
     return 2
 
 # %% ../nbs/20_cli.ipynb #1af48f6a
@@ -401,9 +402,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 # %% ../nbs/20_cli.ipynb #8fb096d6
+class VisibleStream(io.TextIOBase):
+    """The CLI's stdout: whatever a command prints passes through `visible`, so text from a run directory, a memory, a
+    config or a model reaches the terminal as text, never as escapes (progress bars are on stderr)."""
+    def __init__(self, raw): self.raw = raw
+    def write(self, s: str) -> int:
+        self.raw.write(visible(s))
+        return len(s)
+    def flush(self): self.raw.flush()
+    def isatty(self) -> bool: return self.raw.isatty()
+    def writable(self) -> bool: return True
+    @property
+    def encoding(self): return getattr(self.raw, 'encoding', 'utf-8')
+
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `spade` console script."
     args = parser().parse_args(argv)
+    raw, sys.stdout = sys.stdout, VisibleStream(sys.stdout)
+    try: return _main(args)
+    finally: sys.stdout = raw
+
+def _main(args) -> int:
     try: return args.run(args)
     except (ConfigError, EmbeddedModelError, OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as e:
         # a KeyError's str() is its repr, quotes and all

@@ -24,7 +24,7 @@ from typing import Sequence
 
 from fastcore.basics import patch
 
-from .core import Completion, ConfigError
+from .core import Completion, ConfigError, visible
 from .llm import HFPolicy, LLMConfig, SamplingParams
 
 # %% auto #0
@@ -329,7 +329,7 @@ def _drop(self: OpenAIPolicy, url: str, err: ServerError):
     with self._lock:
         if url in self.servers:
             self.servers.remove(url)
-            print(f'spade: generation server {url} dropped: {err}; {len(self.servers)} left', file=sys.stderr)
+            print(visible(f'spade: generation server {url} dropped: {err}; {len(self.servers)} left'), file=sys.stderr)
         if not self.servers:
             raise ServerError(f'no generation server left (the last one: {err}); the run stops at its last '
                               'checkpoint: start a server, then --resume', unreachable=True) from None

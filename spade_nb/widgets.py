@@ -119,7 +119,7 @@ def act(self: EnvPlayer, action: str, who: str = 'you', reply: str | None = None
     self.messages += [{'role': 'assistant', 'content': reply if reply is not None else action},
                       observation_message(obs)]
     self.action.value = ''
-    self.transcript.value += (f'<div><b>{who}</b>: <code>{html.escape(action)}</code>'
+    self.transcript.value += (f'<div><b>{html.escape(str(who))}</b>: <code>{html.escape(action)}</code>'
                               f'{_pre(reply, "#666") if reply is not None and reply != action else ""}'
                               f'{_pre(obs)}<i>reward {r:g}</i></div>')
     self._show()
@@ -323,9 +323,9 @@ def show(self: MemoryBrowser):
     if key[0] == 'env':
         rec = self.memory.get(key[1])
         code, hist = rec.code, self.memory.history(rec.id)
-        table = ''.join(f"<tr><td>{h['iteration']}</td><td>{h['plays']}</td><td>{h['regret']}</td>"
-                        f"<td>{h['win_rate_hint']}</td>"
-                        f"<td>{h['win_rate_nohint']}</td><td>{html.escape(h['note'] or '')}</td></tr>" for h in hist)
+        cols = ('iteration', 'plays', 'regret', 'win_rate_hint', 'win_rate_nohint', 'note')
+        table = ''.join('<tr>' + ''.join(f'<td>{html.escape(str(h[c] if h[c] is not None else ""))}</td>' for c in cols)
+                        + '</tr>' for h in hist)
         scores = ('<table><tr><th>iteration</th><th>plays</th><th>regret</th><th>win (hint)</th><th>win (no hint)</th>'
                   f'<th>note</th></tr>{table}</table>'
                   if hist else '<i>not scored yet</i>')

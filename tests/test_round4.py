@@ -380,3 +380,78 @@ def test_hostile_metrics_and_experiment_spec_are_refused(tmp_path):
     with pytest.raises(ConfigError): read_spec(tmp_path)
     (tmp_path/'experiment.json').write_text('{"arms": ["spade"], "seeds": 2}')
     assert read_spec(tmp_path).seeds == 2
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 5. Everything printed or rendered from outside text is made safe, on every path
+
+ESC = '\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e'
+MARKUP = '<script>alert(1)</script><img src=x onerror=alert(2)>'
+
+
+def _raw_controls(text: str) -> list[str]:
+    from spade_nb.core import _BIDI
+    return sorted({c for c in text if (ord(c) < 32 and c not in '\n\t') or 127 <= ord(c) < 160 or c in _BIDI})
+
+
+def _hostile_run(tmp: Path) -> Path:
+    from spade_nb.memory import EnvMemory, EnvRecord
+    run = tmp/'run'
+    (run/'snapshots'/'iteration-0000').mkdir(parents=True)
+    (run/'snapshots'/'iteration-0000'/'adapter_config.json').write_text('{}')
+    RunConfig.from_dict({'name': f'evil{ESC}', 'llm': {'model': str(tmp/f'model{ESC}')}}).to_yaml(run/'config.yaml')
+    (run/'metrics.jsonl').write_text(json.dumps({'iteration': 0, f'key{ESC}': f'value{ESC}'}) + '\n')
+    with EnvMemory(run/'memory.sqlite') as m:
+        rec = EnvRecord(code=f'# {ESC}{MARKUP}\nclass A: pass\n', class_name=f'A{ESC}{MARKUP}', kind='TextEnv',
+                        skill='reasoning_game', summary=f'summary {ESC}{MARKUP}', verdict_reason=f'ok{ESC}')
+        m.add(rec)
+        m.db.execute('INSERT INTO scores VALUES (?, 0, 2, 0.5, 0.1, 0.9, 0.5, 0.0, ?)', (rec.id, f'note{ESC}{MARKUP}'))
+        m.db.execute('INSERT INTO rejected (sha256, code, reason, details, skill, provenance, iteration) VALUES '
+                     '(?, ?, ?, ?, ?, NULL, 0)', ('x', f'bad{ESC}', f'crash{ESC}', f'details{ESC}{MARKUP}', 'tool_use'))
+    return run
+
+
+def test_every_cli_command_prints_data_as_text(tmp_path):
+    run = _hostile_run(tmp_path)
+    cfg = tmp_path/'config.yaml'
+    cfg.write_text((run/'config.yaml').read_text())
+    mem = str(run/'memory.sqlite')
+    commands = [['config', 'show', '--config', str(cfg)], ['plan', '--config', str(cfg)],
+                ['launch', '--dry-run', '--config', str(cfg), '--gpus', '0', '--run-dir', str(tmp_path/f'new{ESC}')],
+                ['launch', '--dry-run', '--resume', str(run), '--gpus', '0'], ['memory', 'list', str(run)],
+                ['memory', 'show', mem, '1'], ['memory', 'export', mem, '--out', str(tmp_path/'x.jsonl')],
+                ['selfplay', '--resume', str(run)], ['eval', '--run', str(run), '--suite', 'rg', '--limit', '1'],
+                ['play', 'NoSuchEnv'], ['play', '1', '--memory', mem]]
+    seen = []
+    for argv in commands:
+        code, text = _cli(*argv)
+        assert not _raw_controls(text), (argv, _raw_controls(text), text[:500])
+        seen.append(text)
+    assert 'pwned' in ''.join(seen) and '\\x1b' in ''.join(seen)  # the data was shown, as text
+
+
+def test_memory_browser_escapes_every_value(tmp_path):
+    from spade_nb.widgets import MemoryBrowser
+    mb = MemoryBrowser(_hostile_run(tmp_path)/'memory.sqlite')
+    mb.verdict.value = 'any'
+    shown = 0
+    for _, key in mb.listing.options:
+        mb.listing.value = key
+        mb.show()
+        assert '<script' not in mb.detail.value and '<img' not in mb.detail.value, mb.detail.value
+        shown += 1
+    assert shown == 2 and '&lt;script&gt;' in mb.detail.value  # the twin: the text is there, escaped
+
+
+def test_memory_browser_renders_no_markup_from_a_score(tmp_path):
+    from spade_nb.memory import MemoryFileError
+    from spade_nb.widgets import MemoryBrowser
+    run = _hostile_run(tmp_path)
+    import sqlite3
+    db = sqlite3.connect(run/'memory.sqlite')
+    db.execute('UPDATE scores SET regret = ?', (MARKUP,))
+    db.commit(); db.close()
+    mb = MemoryBrowser(run/'memory.sqlite')
+    with pytest.raises(MemoryFileError, match='holds str in regret'):
+        mb.listing.value = mb.listing.options[0][1]  # selecting it shows it
+    assert '<script' not in mb.detail.value
