@@ -244,7 +244,7 @@ class _Cgroup:
     """One worker's cgroup(s): pids, memory and cpu limits where the controllers exist, and a kill that reaches every
     process inside."""
     def __init__(self, layout: str, bases: list[Path], limits: SandboxLimits, pids: int):
-        name = f'spade-{os.getpid()}-{secrets.token_hex(4)}'
+        name = f'spade-{secrets.token_hex(8)}'  # no pid of the trainer in it: the worker's cgroup is its to read
         self.layout, self.dirs, self.held = layout, [b/name for b in bases], []
         for d in self.dirs: d.mkdir()
         quota = int(limits.cpu_share * 100_000)

@@ -51,7 +51,11 @@ _FUTEX_OPS = (0, 1, 3, 4, 5, 9, 10)  # WAIT, WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP
 
 # fcntl's commands, but F_SETOWN(_EX), F_SETSIG, F_SETLEASE and F_NOTIFY: an fd's owner is whom the kernel signals
 # when I/O is ready (SIGIO, whose default ends a process), and the owner can be another process of the same uid
-_FCNTL_ALLOWED = (0, 1, 2, 3, 4, 5, 6, 7, 9, 11, 16, 17, 36, 37, 38, 1025, 1030, 1031, 1032, 1033, 1034)
+_FCNTL_ALLOWED = (0, 1, 2, 3, 4, 9, 11, 16, 17, 1025, 1030, 1031, 1032, 1033, 1034)
+# nor record locks (F_GETLK, F_SETLK, F_SETLKW and their OFD forms): a lock lives on a file's inode, so two workers that
+# can read one file could signal each other through it (one holds a read lock, the other asks who does); they answer
+# ENOLCK, "no locks available", which code that locks handles as it would on a file system without locks
+_FCNTL_LOCKS = (5, 6, 7, 36, 37, 38)
 
 
 # %% ../nbs/05_worker.ipynb #7848f505
@@ -105,6 +109,7 @@ def _seccomp_install(lib):
     rule(ALLOW, 'prlimit64', Arg(2, EQ, 0, 0))  # only to read limits (new_limit == NULL)
     # exact 64-bit values: no high bits smuggle F_SETOWN in
     for cmd in _FCNTL_ALLOWED: rule(ALLOW, 'fcntl', Arg(1, EQ, cmd, 0))
+    for cmd in _FCNTL_LOCKS: rule(ERRNO | 37, 'fcntl', Arg(1, EQ, cmd, 0))  # ENOLCK
     rule(ALLOW, 'ioctl', Arg(1, MASKED_EQ, ~1 & (2 ** 64 - 1), FIONCLEX))  # FIONCLEX and FIOCLEX
     rule(ERRNO | 25, 'ioctl', Arg(1, LT, FIONCLEX, 0)); rule(ERRNO | 25, 'ioctl', Arg(1, GT, FIONCLEX + 1, 0))  # ENOTTY
     for name in ('setxattr', 'lsetxattr', 'fsetxattr', 'removexattr', 'lremovexattr', 'fremovexattr'):
@@ -185,12 +190,30 @@ def _neutral_platform():
 
 
 # %% ../nbs/05_worker.ipynb #ec840d37
+# what the worker reads of its own /proc entry (the vDSO's place, its own memory and state); not cgroup (the trainer's
+# cgroup names), timens_offsets (the host's uptime), mountinfo (the host's disks), uid_map, ns, ...
+_PROC_SELF = ('maps', 'status', 'stat', 'statm', 'limits')
+
 def _read_roots(extra=()) -> list[str]:
-    "What the worker may read: its interpreter, its import path, the system's libraries, its own /proc entry, `extra`."
-    roots = {*extra, _sys.base_prefix, _sys.prefix, _os.path.dirname(_os.path.realpath(_sys.executable)),
-             *(p for p in _sys.path if p), '/usr', '/lib', '/lib64', '/lib32', '/bin', '/sbin', '/etc/ld.so.cache',
-             '/etc/localtime', '/dev/urandom', '/dev/zero', '/proc/self'}
+    """What the worker may read, file by file: its interpreter, the system's libraries, the named files of its own
+    /proc entry, `extra`; folders are listed only where `_list_roots` says."""
+    roots = {*extra, _os.path.realpath(_sys.executable), *(p for p in _sys.path if p), *_library_dirs(),
+             '/etc/ld.so.cache', '/etc/localtime', '/dev/urandom', '/dev/zero', *(f'/proc/self/{f}' for f in _PROC_SELF)}
     return sorted(r for r in roots if _os.path.exists(r))
+
+def _library_dirs() -> list[str]:
+    """Where the system's shared libraries are (a C extension loads them): the multiarch folders where the system has
+    them (Debian's /usr/lib/x86_64-linux-gnu), else /usr/lib and /lib; not the rest of /usr (its os-release, its
+    programs, its documentation name the host's distribution and software)."""
+    import sysconfig
+    arch = sysconfig.get_config_var('MULTIARCH')
+    multi = [f'{d}/{arch}' for d in ('/usr/lib', '/lib', '/usr/local/lib') if arch and _os.path.isdir(f'{d}/{arch}')]
+    return multi + ['/lib64', '/usr/lib64'] if multi else ['/usr/lib', '/lib', '/lib64', '/usr/lib64', '/lib32']
+
+def _list_roots(extra=()) -> list[str]:
+    """The folders whose contents the worker may list: its import path (imports list it) and `extra`; not /usr or the
+    interpreter's prefix, whose listing names the host's distribution and installed software."""
+    return sorted(r for r in {*extra, *(p for p in _sys.path if p)} if _os.path.isdir(r))
 
 def _landlock(scratch: str, read_extra=()) -> int:
     """Restrict this process: read only `_read_roots()`, read and write `scratch`, ptrace scoped to itself; the ABI in
@@ -205,8 +228,8 @@ def _landlock(scratch: str, read_extra=()) -> int:
     rfd = libc.syscall(444, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if rfd < 0: raise OSError(ctypes.get_errno(), 'landlock_create_ruleset')
     READ, FILE = 1 | 4 | 8, 1 | 2 | 4 | (1 << 14 if abi >= 3 else 0)  # execute, read file, read dir; file rights
-    rules = [(r, READ) for r in _read_roots(read_extra)] + [(scratch, fs & ~((1 << 6) | (1 << 11))),
-                                                            ('/dev/null', 2 | 4)]
+    rules = ([(r, 1 | 4) for r in _read_roots(read_extra)] + [(r, READ) for r in _list_roots(read_extra)]
+             + [(scratch, fs & ~((1 << 6) | (1 << 11))), ('/dev/null', 2 | 4)])
     for path, access in rules:
         fd = _os.open(path, _os.O_PATH | _os.O_CLOEXEC)
         rule = _struct.pack('<Qi', access & (fs if _os.path.isdir(path) else FILE), fd)
