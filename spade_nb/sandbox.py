@@ -691,8 +691,11 @@ def sandbox_defences(limits: SandboxLimits | None = None) -> dict[str, str]:
                           else 'no: the worker runs as this user')
         out['seccomp'] = 'yes: allow-list, ENOSYS for the rest' if 'seccomp' in tier else 'no'
         out['landlock'] = (f'yes: ABI {h["landlock"]}: ptrace scoped to the worker; reads only its interpreter, '
-                           'packages and system libraries, writes only scratch' if h.get('landlock')
-                           else 'no: the kernel has no Landlock')
+                           'import path, shared libraries (never listed) and five files of /proc/self, writes only '
+                           'scratch' if h.get('landlock')
+                           else 'no: the kernel has no Landlock (the worker reads all of /usr and its /proc entry)')
+        out['between workers'] = ('no channel the filter lets through: record locks answer ENOLCK; flock, inotify, '
+                                  'IPC, signals and sockets refused' if 'seccomp' in tier else 'no')
         out['non-dumpable'] = 'yes' if h.get('dumpable') == 0 else 'no'
         vdso = (f"the vDSO's {h['vdso']} clock functions make their system call" if h.get('vdso')
                 else 'the vDSO still reads the date (no known layout)')

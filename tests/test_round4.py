@@ -455,3 +455,69 @@ def test_memory_browser_renders_no_markup_from_a_score(tmp_path):
     with pytest.raises(MemoryFileError, match='holds str in regret'):
         mb.listing.value = mb.listing.options[0][1]  # selecting it shows it
     assert '<script' not in mb.detail.value
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 6. Sandboxes cannot talk to each other or read the host
+
+LOCKER = '''
+import fcntl, os, struct
+from spade_nb.envs import TextEnv
+class Locker(TextEnv):
+    "Holds a read lock on a file every worker can read, or asks who holds one: a bit between two workers."
+    max_turns = 1
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.fd = os.open(os.__file__, os.O_RDONLY)
+        try:
+            if seed == 0:
+                fcntl.lockf(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return 'holding', {}
+            probe = struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0)
+            held = struct.unpack('hhqqi', fcntl.fcntl(self.fd, fcntl.F_GETLK, probe))[0] != fcntl.F_UNLCK
+            return ('another worker holds it' if held else 'nobody holds it'), {}
+        except OSError as e:
+            return f'errno {e.errno}', {}
+    def step(self, action): return 'x', 0.0, True, False, {}
+    def solution(self): return ['x']
+'''
+
+
+def test_workers_cannot_signal_through_record_locks():
+    from spade_nb.sandbox import SandboxedEnv
+    with SandboxedEnv(LOCKER) as a, SandboxedEnv(LOCKER.replace('a bit between', 'one bit between')) as b:
+        first = a.reset(seed=0)[0]
+        second = b.reset(seed=1)[0]
+    assert (first, second) == ('errno 37', 'errno 37')  # ENOLCK: no lock to hold, none to ask about
+
+
+HOST = '''
+import os
+from spade_nb.envs import TextEnv
+class Host(TextEnv):
+    "Reads what would describe the host, and what an environment needs."
+    max_turns = 1
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        out = {}
+        for f in ('/proc/self/cgroup', '/proc/self/timens_offsets', '/proc/self/mountinfo', '/usr/lib/os-release',
+                  '/proc/self/status'):
+            try: open(f).read(); out[f] = 'read'
+            except OSError as e: out[f] = e.errno
+        for d in ('/usr', '/usr/lib', '/usr/bin'):
+            try: os.listdir(d); out[d] = 'listed'
+            except OSError as e: out[d] = e.errno
+        import json, hashlib, sqlite3, fractions, numpy  # the twin: what environments use still loads
+        out['ok'] = hashlib.sha256(b'x').hexdigest()[:4] + str(numpy.int64(2) + 1)
+        return json.dumps(out), {}
+    def step(self, action): return 'x', 0.0, True, False, {}
+    def solution(self): return ['x']
+'''
+
+
+def test_worker_cannot_read_host_facts():
+    from spade_nb.sandbox import SandboxedEnv
+    with SandboxedEnv(HOST) as env:
+        seen = json.loads(env.reset(seed=0)[0])
+    assert seen.pop('ok') == '2d713' and seen.pop('/proc/self/status') == 'read'
+    assert all(v != 'read' and v != 'listed' for v in seen.values()), seen
