@@ -29,8 +29,8 @@ from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Wor
 # %% auto #0
 __all__ = ['REASONS', 'ADMISSION_VERSION', 'PROBE_ACTIONS', 'Replay', 'transcript_digest', 'Verdict', 'AdmissionConfig',
            'check_structure', 'normalize_tokens', 'find_tokens', 'control_policies', 'leak_text', 'leak_targets',
-           'joined_numbers', 'leak_finder', 'gives_away', 'decodings', 'leak_views', 'admit', 'behaviour_fingerprint',
-           'admit_many', 'admission_seeds']
+           'joined_numbers', 'leak_finder', 'gives_away', 'decodings', 'leak_views', 'admit', 'behaviour_rows',
+           'behaviour_fingerprint', 'behaviour_text', 'admit_many', 'admission_seeds']
 
 # %% ../nbs/07_admission.ipynb #d0f71317
 REASONS = {
@@ -750,7 +750,9 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
         m['replays'] = [asdict(r) for s in seeds for r in (Replay(s, t.sols[s], transcript_digest(t.cert[s])),
                                                            misses[s])]
         # fixed seeds and probes
-        m['fingerprint'] = behaviour_fingerprint(env, cfg.fingerprint_seeds, t.budget, t.max_obs)
+        rows = behaviour_rows(env, cfg.fingerprint_seeds, t.budget, t.max_obs)
+        m['fingerprint'] = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+        m['behaviour'] = behaviour_text(rows)  # what the agent meets: the memory's novelty compares it
         verdict.ok, verdict.reason, verdict.details = True, 'ok', REASONS['ok']
         return verdict
     except SandboxError as e:
@@ -785,15 +787,30 @@ def _control_replays(env, t: _Trial) -> dict[int, Replay]:
     rows = _group(env, [(s, acts[s]) for s in t.seeds], t)
     return {s: Replay(s, acts[s], transcript_digest(r), 'control') for s, r in zip(t.seeds, rows)}
 
-def behaviour_fingerprint(env, seeds, budget=None, max_obs=8192) -> str:
-    "sha256 of transcripts under fixed seeds and fixed probe actions, plus the solutions."
+def behaviour_rows(env, seeds, budget=None, max_obs=8192) -> list:
+    "Per seed: its solution, and the transcript under fixed probe actions."
     rows = []
     for s in seeds:
         iid = _opaque()
         env.reset(seed=s, instance=iid)
         rows.append([env.solution(instance=iid), _play_episode(env, s, PROBE_ACTIONS, budget=budget,
                                                                max_obs=max_obs)[0]])
-    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+    return rows
+
+def behaviour_fingerprint(env, seeds, budget=None, max_obs=8192) -> str:
+    "sha256 of transcripts under fixed seeds and fixed probe actions, plus the solutions."
+    return hashlib.sha256(json.dumps(behaviour_rows(env, seeds, budget, max_obs), sort_keys=True).encode()).hexdigest()
+
+def behaviour_text(rows: list, cap: int = 2000) -> str:
+    """What the agent meets in `behaviour_rows`: each seed's solution, first observation, and each probe's observation
+    and reward, NFKC-normalised and lowercased, each text cut at `cap` characters; the memory's novelty compares it."""
+    import unicodedata
+    def t(x) -> str: return unicodedata.normalize('NFKC', str(x))[:cap].lower()
+    out = []
+    for sol, tr in rows:
+        out += [t(' '.join(map(str, sol))), t(tr[0] if tr else '')]
+        out += [f'{t(step[0])} reward {step[1]:g}' for step in tr[1:] if isinstance(step, (list, tuple)) and len(step) >= 2]
+    return '\n'.join(out)
 
 # %% ../nbs/07_admission.ipynb #cd0791fb
 def admit_many(codes, seeds, config: AdmissionConfig | None = None,

@@ -25,8 +25,8 @@ from .core import is_win, parse_python, valid_text
 from .designer import Exemplar
 
 # %% auto #0
-__all__ = ['MEMORY_QUERY_SECONDS', 'structural_fingerprint', 'minhash', 'EnvRecord', 'summarize', 'MemoryFileError', 'EnvMemory',
-           'check_schema', 'Play']
+__all__ = ['MEMORY_QUERY_SECONDS', 'structural_fingerprint', 'minhash', 'behaviour_minhash', 'EnvRecord', 'summarize',
+           'MemoryFileError', 'EnvMemory', 'check_schema', 'SimilarityIndex', 'Play']
 
 # %% ../nbs/12_memory.ipynb #cd14c726
 _KEEP = frozenset({'self', 'super', 'TextEnv', 'ToolEnv', 'tool_call', 'final_answer'})
@@ -69,8 +69,22 @@ def minhash(code: str, k: int = 5) -> np.ndarray:
     "64 MinHash values over k-token shingles of the abstracted code."
     try: text = ast.unparse(_abstract(code))
     except (SyntaxError, ValueError, RecursionError): text = code
-    toks = re.findall(r'\w+|[^\w\s]', text)
-    shingles = {' '.join(toks[i:i + k]) for i in range(max(1, len(toks) - k + 1))}
+    return _minhash_tokens(re.findall(r'\w+|[^\w\s]', text), k)
+
+def behaviour_minhash(text: str, k: int = 3) -> np.ndarray:
+    """64 MinHash values over k-token shingles, line by line, of what an environment showed under admission's fixed
+    seeds and probe actions (`spade_nb.admission.behaviour_text`): two environments that play alike share them,
+    whatever their code (a copy with one word of its observations changed: 0.94 of its shingles; another game: 0)."""
+    shingles = set()
+    for line in text.lower().splitlines():
+        toks = re.findall(r'\w+|[^\w\s]', line)
+        shingles |= {' '.join(toks[i:i + k]) for i in range(max(1, len(toks) - k + 1))}
+    return _minhash_shingles(shingles)
+
+def _minhash_tokens(toks: list[str], k: int) -> np.ndarray:
+    return _minhash_shingles({' '.join(toks[i:i + k]) for i in range(max(1, len(toks) - k + 1))})
+
+def _minhash_shingles(shingles: set) -> np.ndarray:
     h = np.array([int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), 'little') % _P
                   for s in shingles], dtype=np.uint64)
     # (a*x + b) mod p without overflow: split x into 32-bit halves
@@ -179,7 +193,7 @@ class EnvMemory:
             self.db.execute('SELECT count(*) FROM envs').fetchone()
         except sqlite3.DatabaseError as e:
             raise MemoryFileError(f'{self.path} is not a usable spade_nb memory ({e}); it was left untouched') from None
-        self._cache = None
+        self._cache = self._sim = None
         self._live = self.db.execute('SELECT count(*) FROM envs WHERE evicted_at IS NULL').fetchone()[0]
 
     def close(self): self.db.close()
@@ -193,7 +207,7 @@ class EnvMemory:
 
     def _recount(self):
         self._live = self.db.execute('SELECT count(*) FROM envs WHERE evicted_at IS NULL').fetchone()[0]
-        self._cache = None
+        self._cache = self._sim = None
 
 class _Tx:
     "One transaction: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."
@@ -367,14 +381,16 @@ def _row_values(rec: EnvRecord) -> list:
             json.dumps([asdict(r) for r in rec.replays]) if c == 'replays' else getattr(rec, c) for c in _COLS]
 
 @patch
-def add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[int, bool]:
-    "Insert `rec` unless it duplicates a live record (exact, structural or behavioural): (id, is_new)."
+def add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False, behaviour: str | None = None) -> tuple[int, bool]:
+    """Insert `rec` unless it duplicates a live record (exact, structural or behavioural): (id, is_new). `behaviour`:
+    what it showed under admission's fixed seeds and probes (`Verdict.measurements['behaviour']`), for novelty."""
     dup = self._find_duplicate(rec)
     if dup is not None: return dup, False
-    mh = minhash(rec.code)
+    mh, bmh = minhash(rec.code), behaviour_minhash(behaviour) if behaviour else None
     bands = _bands(mh)
-    near = self._near_duplicate(mh, bands)
-    rec.near_duplicate_of, rec.max_similarity = near, self.max_similarity(mh)
+    idx = self._similarity_index()
+    rec.near_duplicate_of = idx.near(mh, self.near_dup_threshold)
+    rec.max_similarity = idx.max_similarity(mh, bmh)
     vals = _row_values(rec)
     with self._tx():
         cur = self.db.execute(f'INSERT INTO envs ({", ".join(_COLS)}, protected) VALUES '
@@ -382,7 +398,10 @@ def add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[in
                               vals + [int(protected)])
         env_id = cur.lastrowid
         self.db.executemany('INSERT INTO lsh VALUES (?, ?, ?)', [(b, h, env_id) for b, h in enumerate(bands)])
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f'minhash:{env_id}', mh.tobytes().hex()))
+        self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                            [(f'minhash:{env_id}', mh.tobytes().hex())]
+                            + ([(f'bminhash:{env_id}', bmh.tobytes().hex())] if bmh is not None else []))
+    idx.append(env_id, mh, bmh)
     rec.id = env_id
     self._live += 1
     self._cache = None
@@ -391,29 +410,66 @@ def add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False) -> tuple[in
 
 # %% ../nbs/12_memory.ipynb #17d1b6fc
 @patch
-def _near_duplicate(self: EnvMemory, mh: np.ndarray, bands: list[str]) -> int | None:
-    q = ' OR '.join(['(band = ? AND hash = ?)'] * len(bands))
-    cands = [r[0] for r in self.db.execute(f'SELECT DISTINCT env_id FROM lsh WHERE {q}',
-                                           [x for b, h in enumerate(bands) for x in (b, h)])]
-    best, best_j = None, 0.0
-    for c in cands[:50]:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (f'minhash:{c}',)).fetchone()
-        if row is None: continue
-        j = float(np.mean(np.frombuffer(bytes.fromhex(row[0]), dtype=np.uint64) == mh))
-        if j >= self.near_dup_threshold and j > best_j:
-            alive = self.db.execute('SELECT 1 FROM envs WHERE id = ? AND evicted_at IS NULL', (c,)).fetchone()
-            if alive: best, best_j = c, j
-    return best
+def max_similarity(self: EnvMemory, mh: np.ndarray, behaviour: np.ndarray | None = None) -> float | None:
+    """The largest similarity to any live environment, computed exactly over all of them: of the code's MinHash `mh`,
+    and of the behaviour's MinHash where both have one (None: none is live)."""
+    return self._similarity_index().max_similarity(mh, behaviour)
+
+class SimilarityIndex:
+    """The live environments' MinHash values, code and behaviour, held in memory as arrays (the low 32 bits of each
+    value: a chance match per slot of 2**-32), so that a new environment is compared with all of them at once."""
+    def __init__(self, ids, code, beh, has_beh, version):
+        self.n, self.version = len(ids), version
+        cap = max(1024, 2 * self.n)
+        self.ids, self.has_beh = np.zeros(cap, np.int64), np.zeros(cap, bool)
+        self.code, self.beh = np.zeros((cap, _NPERM), np.uint32), np.zeros((cap, _NPERM), np.uint32)
+        self.ids[:self.n], self.code[:self.n], self.beh[:self.n], self.has_beh[:self.n] = ids, code, beh, has_beh
+
+    def append(self, env_id: int, mh: np.ndarray, bmh: np.ndarray | None):
+        if self.n == len(self.ids):  # double the room: appends cost O(1) on average
+            for a in ('ids', 'has_beh', 'code', 'beh'):
+                old = getattr(self, a)
+                new = np.zeros((2 * len(old),) + old.shape[1:], old.dtype)
+                new[:self.n] = old[:self.n]
+                setattr(self, a, new)
+        self.ids[self.n], self.code[self.n] = env_id, mh.astype(np.uint32)
+        if bmh is not None: self.beh[self.n], self.has_beh[self.n] = bmh.astype(np.uint32), True
+        self.n += 1
+
+    def _code(self, mh) -> np.ndarray:
+        return (self.code[:self.n] == mh.astype(np.uint32)).sum(axis=1, dtype=np.int32)
+
+    def max_similarity(self, mh: np.ndarray, bmh: np.ndarray | None = None) -> float | None:
+        if self.n == 0: return None
+        best = int(self._code(mh).max())
+        if bmh is not None and self.has_beh[:self.n].any():
+            rows = np.flatnonzero(self.has_beh[:self.n])
+            best = max(best, int((self.beh[rows] == bmh.astype(np.uint32)).sum(axis=1, dtype=np.int32).max()))
+        return best / _NPERM
+
+    def near(self, mh: np.ndarray, threshold: float) -> int | None:
+        "The live environment whose code is most similar to `mh`, when at least `threshold`; else None."
+        if self.n == 0: return None
+        sims = self._code(mh)
+        i = int(sims.argmax())
+        return int(self.ids[i]) if sims[i] / _NPERM >= threshold else None
 
 @patch
-def max_similarity(self: EnvMemory, mh: np.ndarray) -> float | None:
-    """The largest MinHash similarity of `mh` to any live environment, computed exactly over all of them (None: none is
-    live)."""
-    rows = self.db.execute("SELECT m.value FROM envs e JOIN meta m ON m.key = 'minhash:' || e.id WHERE e.evicted_at IS "
-                           "NULL").fetchall()
-    if not rows: return None
-    live = np.frombuffer(bytes.fromhex(''.join(v for (v,) in rows)), dtype=np.uint64).reshape(len(rows), -1)
-    return float((live == mh).mean(axis=1).max())
+def _similarity_index(self: EnvMemory) -> SimilarityIndex:
+    """The index of live MinHash values: built from the file once, kept up to date by this handle's writes, built again
+    when another connection has written (SQLite's data_version) or this handle evicted, discarded or moved records."""
+    version = self.db.execute('PRAGMA data_version').fetchone()[0]
+    idx = getattr(self, '_sim', None)
+    if idx is not None and idx.version == version: return idx
+    rows = self.db.execute("SELECT e.id, c.value, b.value FROM envs e JOIN meta c ON c.key = 'minhash:' || e.id "
+                           "LEFT JOIN meta b ON b.key = 'bminhash:' || e.id WHERE e.evicted_at IS NULL").fetchall()
+    def mat(vals):
+        return (np.frombuffer(bytes.fromhex(''.join(vals)), dtype=np.uint64).reshape(len(vals), -1).astype(np.uint32)
+                if vals else np.zeros((0, _NPERM), np.uint32))
+    code = mat([c for _, c, _ in rows])
+    beh = mat([b or '00' * 8 * _NPERM for _, _, b in rows])
+    self._sim = SimilarityIndex([i for i, _, _ in rows], code, beh, [b is not None for _, _, b in rows], version)
+    return self._sim
 
 @patch
 def add_code(self: EnvMemory, code: str, verdict, *, skill: str, provenance: dict | None = None, iteration: int = 0,
@@ -432,7 +488,7 @@ def add_code(self: EnvMemory, code: str, verdict, *, skill: str, provenance: dic
                     behavioural_fp=verdict.fingerprint, provenance=provenance, verdict_reason=verdict.reason,
                     summary=summarize(code, verdict.class_name, first_obs), origin=origin, iteration=iteration,
                     admission_version=int(verdict.measurements.get('admission_version', 1)), replays=verdict.replays)
-    return self.add(rec, protected=protected)
+    return self.add(rec, protected=protected, behaviour=verdict.measurements.get('behaviour'))
 
 # %% ../nbs/12_memory.ipynb #506627bb
 @patch

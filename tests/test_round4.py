@@ -521,3 +521,43 @@ def test_worker_cannot_read_host_facts():
         seen = json.loads(env.reset(seed=0)[0])
     assert seen.pop('ok') == '2d713' and seen.pop('/proc/self/status') == 'read'
     assert all(v != 'read' and v != 'listed' for v in seen.values()), seen
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 7. Rewards a copy or a trick can earn
+
+def _disguised(code: str) -> str:
+    """A behavioural copy of `code`: one word of an observation changed, unreachable functions added, and every
+    `return` wrapped in an identity helper."""
+    import ast
+    tree = ast.parse(code)
+    class Wrap(ast.NodeTransformer):
+        def visit_Return(self, node):
+            if node.value is not None:
+                node.value = ast.Call(ast.Name('_same', ast.Load()), [node.value], [])
+            return node
+    tree = Wrap().visit(tree)
+    dead = '\n'.join(f'def _unused_{i}(x, y={i}):\n    total = 0\n    for k in range(y):\n        total += k * x - {i}\n'
+                     f'    return total if total > {i} else -total\n' for i in range(12))
+    out = 'def _same(x):\n    return x\n\n' + ast.unparse(tree) + '\n\n' + dead
+    return out.replace('Not yet.', 'Not quite.')
+
+
+def test_a_behavioural_near_copy_is_not_novel():
+    from spade_nb.admission import admit
+    from spade_nb.heldout import env_source
+    from spade_nb.memory import EnvMemory, minhash
+    from spade_nb.regret import RewardConfig
+    original, other = env_source('CaesarEnv')[0], env_source('LedgerEnv')[0]
+    copy = _disguised(original)
+    assert (minhash(copy) == minhash(original)).mean() < 0.7  # the code alone looks new
+    verdicts = {k: admit(c) for k, c in (('original', original), ('copy', copy), ('other', other))}
+    assert all(v.ok for v in verdicts.values()), {k: v.reason for k, v in verdicts.items()}
+    import tempfile
+    with tempfile.TemporaryDirectory() as d, EnvMemory(Path(d)/'memory.sqlite') as mem:
+        mem.add_code(original, verdicts['original'], skill='reasoning_game')
+        cid, new = mem.add_code(copy, verdicts['copy'], skill='reasoning_game')
+        oid, _ = mem.add_code(other, verdicts['other'], skill='tool_use')
+        nov = RewardConfig().novelty
+        assert new and mem.get(cid).max_similarity >= 0.9 and nov(mem.get(cid).max_similarity) <= 0.5
+        assert nov(mem.get(oid).max_similarity) == 1.0  # the twin: a different environment keeps its full reward
