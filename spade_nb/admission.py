@@ -28,9 +28,9 @@ from .sandbox import SandboxedEnv, SandboxError, SandboxLimits, WorkerPool, _Wor
 
 # %% auto #0
 __all__ = ['REASONS', 'ADMISSION_VERSION', 'PROBE_ACTIONS', 'Replay', 'transcript_digest', 'Verdict', 'AdmissionConfig',
-           'check_structure', 'normalize_tokens', 'find_tokens', 'control_policies', 'leak_text', 'leak_targets',
-           'joined_numbers', 'leak_finder', 'gives_away', 'decodings', 'leak_views', 'admit', 'behaviour_rows',
-           'behaviour_fingerprint', 'behaviour_text', 'admit_many', 'admission_seeds']
+           'check_structure', 'skeleton', 'normalize_tokens', 'find_tokens', 'control_policies', 'leak_text',
+           'leak_targets', 'joined_numbers', 'leak_finder', 'gives_away', 'decodings', 'leak_views', 'admit',
+           'behaviour_rows', 'behaviour_fingerprint', 'behaviour_text', 'admit_many', 'admission_seeds']
 
 # %% ../nbs/07_admission.ipynb #d0f71317
 REASONS = {
@@ -52,7 +52,8 @@ REASONS = {
     'checker_error': 'a parent-side check raised on what the environment returned (the message says which)',
 }
 
-ADMISSION_VERSION = 4  # raised whenever the rules tighten; records admitted under an older version are re-admitted
+ADMISSION_VERSION = 5  # raised whenever the rules tighten; records admitted under an older version are re-admitted
+# (5: the leak check reads text through `skeleton`: fullwidth digits and look-alike letters are read as ASCII)
 
 # %% ../nbs/07_admission.ipynb #18b27cd3
 @dataclass
@@ -167,9 +168,30 @@ _TENS = {w: 10 * i for i, w in enumerate('_ _ twenty thirty forty fifty sixty se
 _SCALES = {'hundred': 100, 'thousand': 1000, 'million': 10 ** 6}
 _NUMBER_CAP = 10 ** 15  # a run of number words past this is read as separate tokens
 
+# letters of other scripts that look like Latin ones (Unicode's confusables for the Latin alphabet that NFKC keeps):
+# Cyrillic, Greek, Armenian and a few others, lower case (upper case is lowered before the table is read)
+_CONFUSABLES = str.maketrans({
+    **dict.fromkeys('аɑα', 'a'), **dict.fromkeys('ьЬвβ', 'b'), **dict.fromkeys('сϲ', 'c'), **dict.fromkeys('ԁ', 'd'),
+    **dict.fromkeys('еєҽ', 'e'), **dict.fromkeys('ғ', 'f'), **dict.fromkeys('ɡցԍ', 'g'), **dict.fromkeys('һհ', 'h'),
+    **dict.fromkeys('іιӏɩ', 'i'), **dict.fromkeys('јϳ', 'j'), **dict.fromkeys('κк', 'k'), **dict.fromkeys('ⅼ', 'l'),
+    **dict.fromkeys('м', 'm'), **dict.fromkeys('ոп', 'n'), **dict.fromkeys('оοօσ', 'o'), **dict.fromkeys('рρ', 'p'),
+    **dict.fromkeys('ԛզ', 'q'), **dict.fromkeys('г', 'r'), **dict.fromkeys('ѕ', 's'), **dict.fromkeys('т', 't'),
+    **dict.fromkeys('υս', 'u'), **dict.fromkeys('νѵ', 'v'), **dict.fromkeys('ԝѡ', 'w'), **dict.fromkeys('хχ', 'x'),
+    **dict.fromkeys('уγү', 'y'), **dict.fromkeys('ᴢ', 'z')})
+
+def skeleton(text: str) -> str:
+    """`text` as the leak check reads it: NFKC (fullwidth and other compatibility forms become ASCII), digits of every
+    script as ASCII digits, accents dropped, lower case, and letters that look Latin read as the Latin letter."""
+    import unicodedata
+    t = unicodedata.normalize('NFKC', str(text))
+    if t.isascii(): return t.lower()
+    t = ''.join(str(d) if (d := unicodedata.decimal(c, None)) is not None else c for c in t)
+    t = ''.join(c for c in unicodedata.normalize('NFKD', t) if not unicodedata.combining(c))
+    return t.lower().translate(_CONFUSABLES)
+
 def normalize_tokens(text: str) -> list[str]:
-    "Lower-case word and number tokens of `text`, with runs of number words turned into digits."
-    words = re.findall(r'[a-z]+|\d+(?:\.\d+)?', str(text).lower())
+    "Lower-case word and number tokens of `text`'s `skeleton`, with runs of number words turned into digits."
+    words = re.findall(r'[a-z]+|[0-9]+(?:\.[0-9]+)?', skeleton(text))
     out, total, cur, in_num = [], 0, 0, False
     def flush():
         nonlocal total, cur, in_num
@@ -337,7 +359,8 @@ def control_policies(kind: str) -> dict:
         words = words or ['']
         i = int(rng.integers(len(words)))
         w = ' '.join(words[i:i + int(rng.integers(1, 4))])
-        return wrap([w, w.upper(), w.lower(), w.title(), w.strip(string.punctuation)][int(rng.integers(5))])
+        # and as the leak check reads it: an answer shown in fullwidth digits or look-alike letters is played in ASCII
+        return wrap([w, w.upper(), w.lower(), w.title(), w.strip(string.punctuation), skeleton(w)][int(rng.integers(6))])
     # the solution with every action one letter or digit off (which one decides is unknown)
     def near_miss(obs, rng, state):
         sol, t = state.get('solution') or [''], len(obs) - 1

@@ -561,3 +561,36 @@ def test_a_behavioural_near_copy_is_not_novel():
         nov = RewardConfig().novelty
         assert new and mem.get(cid).max_similarity >= 0.9 and nov(mem.get(cid).max_similarity) <= 0.5
         assert nov(mem.get(oid).max_similarity) == 1.0  # the twin: a different environment keeps its full reward
+
+
+LEAKY = '''
+from spade_nb.envs import TextEnv
+class Vault(TextEnv):
+    "Guess the vault's code word."
+    max_turns = 3
+    WORDS = ['planet', 'garden', 'silver', 'window', 'rocket', 'bridge', 'forest', 'candle', 'marble', 'pocket']
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.word = self.WORDS[int(self.np_random.integers(len(self.WORDS)))]
+        self.code = str(int(self.np_random.integers(1000, 10000)))
+        self.turn = 0
+        return 'The vault opens to a word and a number. SHOWN', {}
+    def step(self, action):
+        self.turn = getattr(self, 'turn', 0) + 1
+        if action.strip().lower() == self.word + ' ' + self.code: return 'Open.', 1.0, True, False, {}
+        return 'Shut.', 0.0, False, self.turn >= self.max_turns, {}
+    def solution(self): return [self.word + ' ' + self.code]
+'''
+FULLWIDTH = "''.join(chr(ord(c) + 0xFEE0) for c in self.word + ' ' + self.code).replace(chr(0xFEE0 + 32), ' ')"
+LOOKALIKE = "self.word.translate(str.maketrans('aeopcxy', 'аеорсху')) + ' ' + self.code"
+
+
+@pytest.mark.parametrize('shown', [FULLWIDTH, LOOKALIKE])
+def test_an_answer_in_other_characters_is_a_leak(shown):
+    from spade_nb.admission import admit
+    leaky = LEAKY.replace("'The vault opens to a word and a number. SHOWN'",
+                          f"'The vault opens to a word and a number: ' + {shown}")
+    v = admit(leaky)
+    assert not v.ok and v.reason in ('answer_leak', 'degenerate_policy_wins'), (v.reason, v.details)
+    # the twin: the same environment that does not show the answer is admitted
+    assert admit(LEAKY.replace(' SHOWN', '')).ok
