@@ -168,6 +168,7 @@ _TENS = {w: 10 * i for i, w in enumerate('_ _ twenty thirty forty fifty sixty se
 _SCALES = {'hundred': 100, 'thousand': 1000, 'million': 10 ** 6}
 _NUMBER_CAP = 10 ** 15  # a run of number words past this is read as separate tokens
 
+# %% ../nbs/07_admission.ipynb #30ddafb7
 # letters of other scripts that look like Latin ones (Unicode's confusables for the Latin alphabet that NFKC keeps):
 # Cyrillic, Greek, Armenian and a few others, lower case (upper case is lowered before the table is read)
 _CONFUSABLES = str.maketrans({
@@ -189,6 +190,7 @@ def skeleton(text: str) -> str:
     t = ''.join(c for c in unicodedata.normalize('NFKD', t) if not unicodedata.combining(c))
     return t.lower().translate(_CONFUSABLES)
 
+# %% ../nbs/07_admission.ipynb #e0796e18
 def normalize_tokens(text: str) -> list[str]:
     "Lower-case word and number tokens of `text`'s `skeleton`, with runs of number words turned into digits."
     words = re.findall(r'[a-z]+|[0-9]+(?:\.[0-9]+)?', skeleton(text))
@@ -235,7 +237,6 @@ def find_tokens(needle: list[str], hay: list[str]) -> list[int]:
     out, i = [], h.find(n)
     while i >= 0: out.append(i); i = h.find(n, i + 1)
     return out
-
 
 # %% ../nbs/07_admission.ipynb #d976a55f
 PROBE_ACTIONS = ['', 'a', '0', '1', 'yes', 'up', 'hello world', final_answer(''), final_answer('0')]
@@ -360,7 +361,8 @@ def control_policies(kind: str) -> dict:
         i = int(rng.integers(len(words)))
         w = ' '.join(words[i:i + int(rng.integers(1, 4))])
         # and as the leak check reads it: an answer shown in fullwidth digits or look-alike letters is played in ASCII
-        return wrap([w, w.upper(), w.lower(), w.title(), w.strip(string.punctuation), skeleton(w)][int(rng.integers(6))])
+        forms = [w, w.upper(), w.lower(), w.title(), w.strip(string.punctuation), skeleton(w)]
+        return wrap(forms[int(rng.integers(len(forms)))])
     # the solution with every action one letter or digit off (which one decides is unknown)
     def near_miss(obs, rng, state):
         sol, t = state.get('solution') or [''], len(obs) - 1
@@ -832,7 +834,8 @@ def behaviour_text(rows: list, cap: int = 2000) -> str:
     out = []
     for sol, tr in rows:
         out += [t(' '.join(map(str, sol))), t(tr[0] if tr else '')]
-        out += [f'{t(step[0])} reward {step[1]:g}' for step in tr[1:] if isinstance(step, (list, tuple)) and len(step) >= 2]
+        out += [f'{t(step[0])} reward {step[1]:g}' for step in tr[1:]
+                if isinstance(step, (list, tuple)) and len(step) >= 2]
     return '\n'.join(out)
 
 # %% ../nbs/07_admission.ipynb #cd0791fb

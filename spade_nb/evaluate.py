@@ -237,9 +237,10 @@ class Callee(TextEnv):
     def solution(self): return []
 '''
 
-_HE_TESTER = '''"""HumanEval's tests with no model code in this process: the tests run in a thread against a stand-in for the
-candidate; each observation is a call for the evaluator to relay ('call ' + he_encode data), each action the callee's
-reply; the last step's reward is the verdict (1 when check() returned)."""
+# %% ../nbs/19_evaluate.ipynb #097e0ed7
+_HE_TESTER = '''"""HumanEval's tests with no model code in this process: the tests run in a thread against a
+stand-in for the candidate; each observation is a call for the evaluator to relay ('call ' + he_encode data), each
+action the callee's reply; the last step's reward is the verdict (1 when check() returned)."""
 import json, queue, threading
 
 from spade_nb.envs import TextEnv
@@ -284,6 +285,7 @@ class Tester(TextEnv):
     def solution(self): return []
 '''
 
+# %% ../nbs/19_evaluate.ipynb #7daac253
 def _codec_source() -> str:
     import inspect
     return inspect.getsource(he_encode) + '\n' + inspect.getsource(he_decode)

@@ -59,6 +59,7 @@ def structural_fingerprint(code: str) -> str:
     except (SyntaxError, ValueError, RecursionError): return 'unparsable:' + hashlib.sha256(code.encode()).hexdigest()
     return hashlib.sha256(ast.dump(tree, annotate_fields=False).encode()).hexdigest()
 
+# %% ../nbs/12_memory.ipynb #099553a2
 _NPERM, _BANDS = 64, 16
 _P = (1 << 61) - 1
 _RNG = np.random.default_rng(20260829)
@@ -252,18 +253,19 @@ def _reference_schema() -> dict[str, dict]:
     db.close()
     return {'tables': tables, 'indexes': indexes}
 
-# columns and tables that files written by earlier versions lack (`_upgrade` adds them)
-_LATER = {'envs': {'admission_version', 'replays', 'max_similarity'}, 'scores': {'note'}}
+# columns that files written by earlier versions lack, with the type `_upgrade` declares when it adds them
+_LATER = {'envs': {'admission_version': 'INTEGER', 'replays': 'TEXT', 'max_similarity': 'REAL'},
+          'scores': {'note': 'TEXT'}}
 
 def check_schema(db, path) -> None:
     """A `MemoryFileError` naming the first thing in `db` this package does not write: a view, a trigger, a virtual
     table, an unknown table, index or column, a column of another declared type, a missing column."""
     ref = _reference_schema()
-    def no(what): raise MemoryFileError(f'{path} is not a spade_nb memory: {what}; it was left untouched')
+    def no(what): raise MemoryFileError(f'{path} is not a spade_nb environment memory: {what}; it was left untouched')
     for kind, name, table, sql in db.execute('SELECT type, name, tbl_name, sql FROM sqlite_master'):
         if name.startswith('sqlite_autoindex_') or name.startswith('sqlite_stat'): continue
-        if kind == 'table' and name in ref['tables'] and not str(sql or '').lstrip().upper().startswith('CREATE VIRTUAL'):
-            continue
+        virtual = str(sql or '').lstrip().upper().startswith('CREATE VIRTUAL')
+        if kind == 'table' and name in ref['tables'] and not virtual: continue
         if kind == 'index' and ref['indexes'].get(name) == table: continue
         no(f'it holds {kind} {name!r}')
     for name, cols in ref['tables'].items():
@@ -272,9 +274,10 @@ def check_schema(db, path) -> None:
             if name == 'plays': continue  # made by _upgrade
             no(f'table {name!r} is missing')
         if extra := sorted(set(have) - set(cols)): no(f'table {name!r} has a column {extra[0]!r}')
-        if wrong := [c for c in have if have[c].upper() != cols[c].upper()]:
+        later = _LATER.get(name, {})
+        if wrong := [c for c in have if have[c].upper() not in {cols[c].upper(), later.get(c, cols[c]).upper()}]:
             no(f'column {name}.{wrong[0]} is declared {have[wrong[0]]!r}, not {cols[wrong[0]]!r}')
-        if missing := sorted(set(cols) - set(have) - _LATER.get(name, set())):
+        if missing := sorted(set(cols) - set(have) - set(later)):
             no(f'table {name!r} lacks column {missing[0]!r}')
 
 @patch
@@ -319,6 +322,7 @@ def _record(self: EnvMemory, row) -> EnvRecord:
     except (ValueError, TypeError, RecursionError) as e:
         raise MemoryFileError(f'{self.path}: environment {d["id"]!r} has malformed {str(e)[:40]}') from None
 
+# %% ../nbs/12_memory.ipynb #b717db8b
 @patch
 def get(self: EnvMemory, env_id: int) -> EnvRecord:
     row = self.db.execute(f'SELECT id, {", ".join(_COLS)} FROM envs WHERE id = ?', (env_id,)).fetchone()
@@ -415,6 +419,7 @@ def max_similarity(self: EnvMemory, mh: np.ndarray, behaviour: np.ndarray | None
     and of the behaviour's MinHash where both have one (None: none is live)."""
     return self._similarity_index().max_similarity(mh, behaviour)
 
+# %% ../nbs/12_memory.ipynb #9601e1ad
 class SimilarityIndex:
     """The live environments' MinHash values, code and behaviour, held in memory as arrays (the low 32 bits of each
     value: a chance match per slot of 2**-32), so that a new environment is compared with all of them at once."""
@@ -471,6 +476,7 @@ def _similarity_index(self: EnvMemory) -> SimilarityIndex:
     self._sim = SimilarityIndex([i for i, _, _ in rows], code, beh, [b is not None for _, _, b in rows], version)
     return self._sim
 
+# %% ../nbs/12_memory.ipynb #a9892c4d
 @patch
 def add_code(self: EnvMemory, code: str, verdict, *, skill: str, provenance: dict | None = None, iteration: int = 0,
              origin: str = 'designer', protected: bool = False) -> tuple[int | None, bool]:

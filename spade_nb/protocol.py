@@ -94,6 +94,7 @@ def last_boxed(text: str) -> str | None:
         start = text.rfind('\\boxed{', 0, start)  # unclosed: try an earlier one
     return None
 
+# %% ../nbs/04_protocol.ipynb #ce22faab
 MAX_JSON_TRIES = 256  # positions a reply's JSON objects are looked for at: a reply of any size parses in bounded time
 
 def _json_objects(text: str) -> list[tuple[int, dict]]:

@@ -555,6 +555,7 @@ def _write(self: Trainer, path: Path, trainable: dict, optim: dict):
         'step': self.step, 'scheduler': self.sched.state_dict(), 'config': self.cfg.to_dict(),
         'numpy': [np_state[0], np_state[1].tolist(), *np_state[2:]], 'python': _py_state(random.getstate())}))
 
+# %% ../nbs/15_trainer.ipynb #2c66afdf
 @patch
 def load(self: Trainer, path: str | Path):
     "Restore a checkpoint written by `save` (by any number of processes) into this trainer."

@@ -198,7 +198,8 @@ def _read_roots(extra=()) -> list[str]:
     """What the worker may read, file by file: its interpreter, the system's libraries, the named files of its own
     /proc entry, `extra`; folders are listed only where `_list_roots` says."""
     roots = {*extra, _os.path.realpath(_sys.executable), *(p for p in _sys.path if p), *_library_dirs(),
-             '/etc/ld.so.cache', '/etc/localtime', '/dev/urandom', '/dev/zero', *(f'/proc/self/{f}' for f in _PROC_SELF)}
+             '/etc/ld.so.cache', '/etc/localtime', '/dev/urandom', '/dev/zero',
+             *(f'/proc/self/{f}' for f in _PROC_SELF)}
     return sorted(r for r in roots if _os.path.exists(r))
 
 def _library_dirs() -> list[str]:

@@ -334,7 +334,7 @@ ENDLESS = ('WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELE
 
 @pytest.mark.parametrize('sql,why', [
     ('ALTER TABLE envs RENAME TO envs_real; CREATE VIEW envs AS SELECT * FROM envs_real, '
-     f'({ENDLESS} AS n FROM r)', 'not a spade_nb memory'),
+     f'({ENDLESS} AS n FROM r)', 'not a spade_nb environment memory'),
     (f'DROP TABLE scores; CREATE VIEW scores AS {ENDLESS} AS env_id, 0 AS iteration, 0 AS plays, 0 AS regret, '
      '0 AS regret_lo, 0 AS regret_hi, 0 AS win_rate_hint, 0 AS win_rate_nohint, 0 AS note FROM r', "view 'scores'"),
     ('CREATE TRIGGER wipe AFTER INSERT ON scores BEGIN DELETE FROM envs; END', "trigger 'wipe'"),
