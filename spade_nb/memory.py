@@ -393,8 +393,7 @@ def add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False, behaviour: 
     mh, bmh = minhash(rec.code), behaviour_minhash(behaviour) if behaviour else None
     bands = _bands(mh)
     idx = self._similarity_index()
-    rec.near_duplicate_of = idx.near(mh, self.near_dup_threshold)
-    rec.max_similarity = idx.max_similarity(mh, bmh)
+    rec.near_duplicate_of, rec.max_similarity = idx.compare(mh, bmh, self.near_dup_threshold)
     vals = _row_values(rec)
     with self._tx():
         cur = self.db.execute(f'INSERT INTO envs ({", ".join(_COLS)}, protected) VALUES '
@@ -417,47 +416,46 @@ def add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False, behaviour: 
 def max_similarity(self: EnvMemory, mh: np.ndarray, behaviour: np.ndarray | None = None) -> float | None:
     """The largest similarity to any live environment, computed exactly over all of them: of the code's MinHash `mh`,
     and of the behaviour's MinHash where both have one (None: none is live)."""
-    return self._similarity_index().max_similarity(mh, behaviour)
+    return self._similarity_index().compare(mh, behaviour, 1.0)[1]
 
 # %% ../nbs/12_memory.ipynb #9601e1ad
 class SimilarityIndex:
-    """The live environments' MinHash values, code and behaviour, held in memory as arrays (the low 32 bits of each
-    value: a chance match per slot of 2**-32), so that a new environment is compared with all of them at once."""
+    """The live environments' MinHash values, code and behaviour, held in memory as one row per slot (the low 16 bits of
+    each value: a chance match in a slot one time in 65,536), so a new environment is compared with all at once."""
     def __init__(self, ids, code, beh, has_beh, version):
         self.n, self.version = len(ids), version
         cap = max(1024, 2 * self.n)
         self.ids, self.has_beh = np.zeros(cap, np.int64), np.zeros(cap, bool)
-        self.code, self.beh = np.zeros((cap, _NPERM), np.uint32), np.zeros((cap, _NPERM), np.uint32)
-        self.ids[:self.n], self.code[:self.n], self.beh[:self.n], self.has_beh[:self.n] = ids, code, beh, has_beh
+        self.code, self.beh = np.zeros((_NPERM, cap), np.uint16), np.zeros((_NPERM, cap), np.uint16)
+        self.ids[:self.n], self.has_beh[:self.n] = ids, has_beh
+        self.code[:, :self.n], self.beh[:, :self.n] = np.asarray(code).T, np.asarray(beh).T
 
     def append(self, env_id: int, mh: np.ndarray, bmh: np.ndarray | None):
         if self.n == len(self.ids):  # double the room: appends cost O(1) on average
-            for a in ('ids', 'has_beh', 'code', 'beh'):
-                old = getattr(self, a)
-                new = np.zeros((2 * len(old),) + old.shape[1:], old.dtype)
-                new[:self.n] = old[:self.n]
-                setattr(self, a, new)
-        self.ids[self.n], self.code[self.n] = env_id, mh.astype(np.uint32)
-        if bmh is not None: self.beh[self.n], self.has_beh[self.n] = bmh.astype(np.uint32), True
+            self.ids, self.has_beh = (np.concatenate([a, np.zeros_like(a)]) for a in (self.ids, self.has_beh))
+            self.code, self.beh = (np.concatenate([m, np.zeros_like(m)], axis=1) for m in (self.code, self.beh))
+        self.ids[self.n], self.code[:, self.n] = env_id, mh.astype(np.uint16)
+        if bmh is not None: self.beh[:, self.n], self.has_beh[self.n] = bmh.astype(np.uint16), True
         self.n += 1
 
-    def _code(self, mh) -> np.ndarray:
-        return (self.code[:self.n] == mh.astype(np.uint32)).sum(axis=1, dtype=np.int32)
+    def matches(self, mh: np.ndarray, behaviour: bool = False) -> np.ndarray:
+        "How many of the 64 slots each live environment shares with `mh` (its code's, or with `behaviour` its behaviour's)."
+        m, x = (self.beh if behaviour else self.code)[:, :self.n], mh.astype(np.uint16)
+        count, eq = np.zeros(self.n, np.uint8), np.empty(self.n, bool)
+        for k in range(_NPERM):  # slot by slot over contiguous rows: no N x 64 temporary
+            np.equal(m[k], x[k], out=eq)
+            count += eq.view(np.uint8)
+        if behaviour: count[~self.has_beh[:self.n]] = 0
+        return count
 
-    def max_similarity(self, mh: np.ndarray, bmh: np.ndarray | None = None) -> float | None:
-        if self.n == 0: return None
-        best = int(self._code(mh).max())
-        if bmh is not None and self.has_beh[:self.n].any():
-            rows = np.flatnonzero(self.has_beh[:self.n])
-            best = max(best, int((self.beh[rows] == bmh.astype(np.uint32)).sum(axis=1, dtype=np.int32).max()))
-        return best / _NPERM
-
-    def near(self, mh: np.ndarray, threshold: float) -> int | None:
-        "The live environment whose code is most similar to `mh`, when at least `threshold`; else None."
-        if self.n == 0: return None
-        sims = self._code(mh)
-        i = int(sims.argmax())
-        return int(self.ids[i]) if sims[i] / _NPERM >= threshold else None
+    def compare(self, mh: np.ndarray, bmh: np.ndarray | None, threshold: float) -> tuple[int | None, float | None]:
+        """(the live environment whose code is closest to `mh` when at least `threshold`, else None; the largest
+        similarity of code or behaviour to any live environment, None where none is live)."""
+        if self.n == 0: return None, None
+        code = self.matches(mh)
+        i = int(code.argmax())
+        best = max(int(code[i]), int(self.matches(bmh, True).max()) if bmh is not None else 0)
+        return (int(self.ids[i]) if code[i] / _NPERM >= threshold else None), best / _NPERM
 
 @patch
 def _similarity_index(self: EnvMemory) -> SimilarityIndex:
@@ -469,8 +467,8 @@ def _similarity_index(self: EnvMemory) -> SimilarityIndex:
     rows = self.db.execute("SELECT e.id, c.value, b.value FROM envs e JOIN meta c ON c.key = 'minhash:' || e.id "
                            "LEFT JOIN meta b ON b.key = 'bminhash:' || e.id WHERE e.evicted_at IS NULL").fetchall()
     def mat(vals):
-        return (np.frombuffer(bytes.fromhex(''.join(vals)), dtype=np.uint64).reshape(len(vals), -1).astype(np.uint32)
-                if vals else np.zeros((0, _NPERM), np.uint32))
+        return (np.frombuffer(bytes.fromhex(''.join(vals)), dtype=np.uint64).reshape(len(vals), -1).astype(np.uint16)
+                if vals else np.zeros((0, _NPERM), np.uint16))
     code = mat([c for _, c, _ in rows])
     beh = mat([b or '00' * 8 * _NPERM for _, _, b in rows])
     self._sim = SimilarityIndex([i for i, _, _ in rows], code, beh, [b is not None for _, _, b in rows], version)
