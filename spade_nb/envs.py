@@ -108,7 +108,8 @@ def final_answer(text) -> str:
 def parse_tool_action(action: str) -> tuple[str, Any]:
     "('tool', (name, args)) or ('answer', text); raises ValueError with a message for the agent."
     try: obj = json.loads(action)
-    except (json.JSONDecodeError, TypeError): raise ValueError('the action is not a JSON object') from None
+    except (json.JSONDecodeError, TypeError, RecursionError):  # nesting too deep for the decoder is no object either
+        raise ValueError('the action is not a JSON object') from None
     if not isinstance(obj, dict): raise ValueError('the action is not a JSON object')
     if 'answer' in obj and 'tool' not in obj: return 'answer', str(obj['answer'])
     name, args = obj.get('tool'), obj.get('args', {})

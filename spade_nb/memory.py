@@ -439,7 +439,7 @@ class SimilarityIndex:
         self.n += 1
 
     def matches(self, mh: np.ndarray, behaviour: bool = False) -> np.ndarray:
-        "How many of the 64 slots each live environment shares with `mh` (its code's, or with `behaviour` its behaviour's)."
+        "How many of the 64 slots each live environment shares with `mh`: its code's, or (`behaviour`) its behaviour's."
         m, x = (self.beh if behaviour else self.code)[:, :self.n], mh.astype(np.uint16)
         count, eq = np.zeros(self.n, np.uint8), np.empty(self.n, bool)
         for k in range(_NPERM):  # slot by slot over contiguous rows: no N x 64 temporary
