@@ -19,9 +19,10 @@ from .core import ConfigError
 
 # %% auto #0
 __all__ = ['ARMS', 'ExperimentSpec', 'base_config', 'matched_envs', 'run_name', 'arm_config', 'open_experiment', 'read_spec',
-           'run_arms', 'score_arms', 'read_evals', 't90', 'mean_interval', 'item_scores', 'groups', 'curve_points',
-           'paired_difference', 'arm_rows', 'budget', 'designer_summary', 'plot_curves', 'plot_diversity',
-           'final_table', 'cost_lines', 'designer_lines', 'write_report', 'track_evals', 'run_experiment']
+           'run_arms', 'score_arms', 'read_evals', 'read_result', 't90', 'mean_interval', 'item_scores', 'groups',
+           'curve_points', 'paired_difference', 'arm_rows', 'budget', 'designer_summary', 'plot_curves',
+           'plot_diversity', 'final_table', 'cost_lines', 'designer_lines', 'write_report', 'track_evals',
+           'run_experiment']
 
 # %% ../nbs/19a_experiment.ipynb #b6f5762b
 ARMS = {
@@ -161,12 +162,27 @@ def read_evals(out: str | Path) -> dict[tuple[str, int, int], dict]:
     "(arm, seed, iteration) -> the result (the base model: ('base', -1, -1))."
     out, spec = Path(out), read_spec(out)
     got = {}
-    if (out/'evals'/'base.json').is_file(): got[('base', -1, -1)] = json.loads((out/'evals'/'base.json').read_text())
+    if (out/'evals'/'base.json').is_file(): got[('base', -1, -1)] = read_result(out/'evals'/'base.json')
     for arm in spec.arms:
         for k in range(spec.seeds):
             for p in sorted((out/'evals'/run_name(arm, k)).glob('iteration-*.json')):
-                got[(arm, k, int(p.stem.split('-')[1]))] = json.loads(p.read_text())
+                got[(arm, k, int(p.stem.split('-')[1]))] = read_result(p)
     return got
+
+def read_result(path: Path) -> dict:
+    """An `EvalResult` written as JSON, its scores and items checked for their types (the report does arithmetic on
+    them); a `ConfigError` naming the file otherwise."""
+    def num(x): return isinstance(x, (int, float)) and not isinstance(x, bool)
+    def text(x): return isinstance(x, str)
+    try: r = json.loads(Path(path).read_text())
+    except (ValueError, RecursionError) as e: raise ConfigError('experiment', f'{path} is not JSON: {e}') from None
+    ok = (isinstance(r, dict) and isinstance(r.get('scores'), list) and isinstance(r.get('items'), list)
+          and all(isinstance(s, dict) and text(s.get('suite')) and text(s.get('group')) and isinstance(s.get('n'), int)
+                  and all(num(s.get(k)) for k in ('mean', 'lo', 'hi')) for s in r['scores'])
+          and all(isinstance(x, dict) and all(text(x.get(k)) for k in ('suite', 'group', 'item'))
+                  and num(x.get('score')) and (x.get('dropped') is None or text(x.get('dropped'))) for x in r['items']))
+    if not ok: raise ConfigError('experiment', f'{path} is not a result spade eval wrote (scores and items as numbers)')
+    return r
 
 # %% ../nbs/19a_experiment.ipynb #d9041824
 _T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812}

@@ -594,3 +594,16 @@ def test_an_answer_in_other_characters_is_a_leak(shown):
     assert not v.ok and v.reason in ('answer_leak', 'degenerate_policy_wins'), (v.reason, v.details)
     # the twin: the same environment that does not show the answer is admitted
     assert admit(LEAKY.replace(' SHOWN', '')).ok
+
+
+def test_a_results_file_with_text_for_scores_is_refused(tmp_path):
+    from spade_nb.experiment import read_result
+    good = {'scores': [{'suite': 'rg', 'group': 'math', 'n': 2, 'mean': 0.5, 'lo': 0.1, 'hi': 0.9}],
+            'items': [{'suite': 'rg', 'group': 'math', 'item': 'lcm#0', 'score': 1.0, 'dropped': None}]}
+    p = tmp_path/'iteration-0000.json'
+    p.write_text(json.dumps(good))
+    assert read_result(p) == good  # the twin
+    bad = json.loads(json.dumps(good))
+    bad['scores'][0]['mean'] = '\x1b[2J1.0'
+    p.write_text(json.dumps(bad))
+    with pytest.raises(ConfigError, match='not a result spade eval wrote'): read_result(p)
