@@ -411,6 +411,7 @@ class VisibleStream(io.TextIOBase):
         return len(s)
     def flush(self): self.raw.flush()
     def isatty(self) -> bool: return self.raw.isatty()
+    def fileno(self) -> int: return self.raw.fileno()  # for libraries that ask (a child process writes its own text)
     def writable(self) -> bool: return True
     @property
     def encoding(self): return getattr(self.raw, 'encoding', 'utf-8')
