@@ -776,7 +776,7 @@ def admit(code: str, *, seeds: list[int] | None = None, config: AdmissionConfig 
                                                            misses[s])]
         # fixed seeds and probes
         rows = behaviour_rows(env, cfg.fingerprint_seeds, t.budget, t.max_obs)
-        m['fingerprint'] = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+        m['fingerprint'] = behaviour_fingerprint(env, cfg.fingerprint_seeds, rows=rows)
         m['behaviour'] = behaviour_text(rows)  # what the agent meets: the memory's novelty compares it
         verdict.ok, verdict.reason, verdict.details = True, 'ok', REASONS['ok']
         return verdict
@@ -822,9 +822,10 @@ def behaviour_rows(env, seeds, budget=None, max_obs=8192) -> list:
                                                                max_obs=max_obs)[0]])
     return rows
 
-def behaviour_fingerprint(env, seeds, budget=None, max_obs=8192) -> str:
-    "sha256 of transcripts under fixed seeds and fixed probe actions, plus the solutions."
-    return hashlib.sha256(json.dumps(behaviour_rows(env, seeds, budget, max_obs), sort_keys=True).encode()).hexdigest()
+def behaviour_fingerprint(env, seeds, budget=None, max_obs=8192, rows=None) -> str:
+    "sha256 of transcripts under fixed seeds and fixed probe actions, plus the solutions (`rows`: already played)."
+    rows = behaviour_rows(env, seeds, budget, max_obs) if rows is None else rows
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
 def behaviour_text(rows: list, cap: int = 2000) -> str:
     """What the agent meets in `behaviour_rows`: each seed's solution, first observation, and each probe's observation

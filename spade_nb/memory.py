@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import math
@@ -243,6 +244,7 @@ def _upgrade(self: EnvMemory):
 # %% ../nbs/12_memory.ipynb #41d976a0
 MEMORY_QUERY_SECONDS = 60.0  # the longest one statement on a memory may run
 
+@functools.lru_cache(maxsize=1)  # the package's own schema: built once a process, not at every open
 def _reference_schema() -> dict[str, dict]:
     "What this package writes: each table's columns and declared types, and each index's table."
     db = sqlite3.connect(':memory:')
