@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import math
 import re
@@ -17,9 +18,9 @@ from .core import ConfigError
 from .memory import EnvMemory, EnvRecord
 
 # %% auto #0
-__all__ = ['RG_GROUPS', 'RG_DEFAULT', 'rg_score', 'rg_datasets', 'rg_dataset', 'rg_instances', 'rg_env_source', 'heldout_sources',
-           'check_heldout_name', 'env_source', 'HeldoutEnv', 'open_heldout', 'duplicates_heldout', 'Evaluation',
-           'wilson', 'evaluate_heldout']
+__all__ = ['RG_GROUPS', 'RG_DEFAULT', 'rg_score', 'rg_datasets', 'rg_dataset', 'rg_instances', 'question_key', 'rg_env_source',
+           'rg_spec', 'check_rg_name', 'RgEnv', 'rg_env', 'heldout_sources', 'check_heldout_name', 'training_sources',
+           'env_source', 'HeldoutEnv', 'open_heldout', 'duplicates_heldout', 'Evaluation', 'wilson', 'evaluate_heldout']
 
 # %% ../nbs/15a_heldout.ipynb #cccc7655
 def _norm_answer(s) -> str:
@@ -124,13 +125,12 @@ def rg_dataset(dataset: str, size: int, seed: int = 0, level: int | None = None)
 
 
 # %% ../nbs/15a_heldout.ipynb #bfe53da8
-def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: int = 2000,
-                 leak_check: bool = True, level: int | None = None, max_answer_chars: int | None = None) -> list[dict]:
-    """`n` instances of `dataset` (question, answer) that reasoning-gym scores 1.0 with their own answer and that do not
-    leak it (`leak_check`: the loop's held-out set must not; an evaluation's yes/no questions may); `level`: the
-    curriculum's (`rg_dataset`); answers longer than `max_answer_chars` are left out."""
-    ds = rg_dataset(dataset, 4 * n, seed, level)  # oversampled: some instances are dropped below
-    out = []
+def _draw(dataset: str, n: int, seed: int, *, max_question_chars: int = 2000, leak_check: bool = True,
+          level: int | None = None, max_answer_chars: int | None = None, exclude=frozenset()) -> tuple[list[dict], int]:
+    "`rg_instances`' items, and how many drawn ones were left out because `exclude` holds their question."
+    # oversampled: some instances are dropped below (item k is the same whatever the size)
+    ds = rg_dataset(dataset, 4 * n + 32, seed, level)
+    out, excluded = [], 0
     for item in ds:
         q, a = str(item['question']), str(item['answer'])
         if not a.strip() or len(q) > max_question_chars or len(a) > (max_answer_chars or len(a)) \
@@ -138,20 +138,31 @@ def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: i
             continue
         # the answer is in the question
         if leak_check and find_tokens(normalize_tokens(a), normalize_tokens(q)): continue
+        if _norm_answer(q) in exclude: excluded += 1; continue
         out.append({'question': q, 'answer': a})
         if len(out) == n: break
     if len(out) < n:
         raise ConfigError('selfplay.heldout',
                           f'reasoning-gym dataset {dataset!r} gave only {len(out)} usable instances of the {n} asked '
-                          'for')
-    return out
+                          f'for' + (f' ({excluded} left out as held-out questions)' if excluded else ''))
+    return out, excluded
 
-def rg_env_source(dataset: str, n: int = 32, seed: int = 0, attempts: int = 1, leak_check: bool = True,
-                  level: int | None = None, max_answer_chars: int | None = None) -> str:
-    "A self-contained environment module holding `n` instances of reasoning-gym's `dataset`."
+def rg_instances(dataset: str, n: int = 32, seed: int = 0, max_question_chars: int = 2000,
+                 leak_check: bool = True, level: int | None = None, max_answer_chars: int | None = None,
+                 exclude=frozenset()) -> list[dict]:
+    """`n` instances of `dataset` (question, answer) that reasoning-gym scores 1.0 with their own answer and that do not
+    leak it (`leak_check`: the loop's held-out set must not; an evaluation's yes/no questions may); `level`: the
+    curriculum's (`rg_dataset`); answers longer than `max_answer_chars` are left out, and so are questions in `exclude`
+    (compared as `question_key` gives them)."""
+    return _draw(dataset, n, seed, max_question_chars=max_question_chars, leak_check=leak_check, level=level,
+                 max_answer_chars=max_answer_chars, exclude=exclude)[0]
+
+def question_key(question: str) -> str:
+    "A question as two environments' items are compared: spacing and case ignored."
+    return _norm_answer(question)
+
+def _rg_module(dataset: str, items: list[dict], seed: int, level: int | None, attempts: int) -> str:
     import importlib.metadata as md
-    if attempts < 1: raise ConfigError('attempts', 'must be at least 1')
-    items = rg_instances(dataset, n, seed, leak_check=leak_check, level=level, max_answer_chars=max_answer_chars)
     cls = 'Rg' + ''.join(w.capitalize() for w in re.split(r'[^a-zA-Z0-9]+', dataset) if w) + 'Env'
     # the exported functions, so that the module embeds exactly what the parent checks with
     import spade_nb.heldout as mod
@@ -160,27 +171,102 @@ def rg_env_source(dataset: str, n: int = 32, seed: int = 0, attempts: int = 1, l
                           setting='' if level is None else f', curriculum level {level}',
                           data=json.dumps(items, ensure_ascii=False), matcher=matcher, cls=cls, attempts=attempts)
 
+def rg_env_source(dataset: str, n: int = 32, seed: int = 0, attempts: int = 1, leak_check: bool = True,
+                  level: int | None = None, max_answer_chars: int | None = None) -> str:
+    "A self-contained environment module holding `n` instances of reasoning-gym's `dataset`."
+    if attempts < 1: raise ConfigError('attempts', 'must be at least 1')
+    items = rg_instances(dataset, n, seed, leak_check=leak_check, level=level, max_answer_chars=max_answer_chars)
+    return _rg_module(dataset, items, seed, level, attempts)
+
+# %% ../nbs/15a_heldout.ipynb #1341b946
+_RG_NAME = re.compile(r'rg:(\w+(?:\+\w+)*)(?:@(\d+))?')
+
+def rg_spec(name: str) -> tuple[list[str], int | None]:
+    """The datasets and curriculum level an `rg:` name asks for: `rg:chain_sum` (reasoning-gym's default settings),
+    `rg:chain_sum@0` (its curriculum's level 0), `rg:chain_sum+products@0` (one environment drawing from both)."""
+    m = _RG_NAME.fullmatch(name)
+    if m is None: raise ValueError(f'{name!r} is not rg:<dataset>[+<dataset>...][@<level>]')
+    return m.group(1).split('+'), None if m.group(2) is None else int(m.group(2))
+
+def check_rg_name(name: str) -> str | None:
+    "None when reasoning-gym can build what the `rg:` name asks for; else why not (no instances are generated)."
+    try: datasets, level = rg_spec(name)
+    except ValueError as e: return str(e)
+    try:
+        if (why := next(filter(None, map(_unknown_dataset, datasets)), None)) is not None: return why
+    except ConfigError as e: return str(e).split(': ', 1)[1]  # reasoning-gym is not installed
+    if len(set(datasets)) < len(datasets): return f'{name!r} names a dataset twice'
+    from reasoning_gym.factory import CURRICULA
+    if level is not None and (flat := [d for d in datasets if d not in CURRICULA]):
+        return f'reasoning-gym dataset {flat[0]!r} has no curriculum: name it without @level'
+    return None
+
+@dataclass
+class RgEnv:
+    "An environment an `rg:` name builds: its module, its items, and how many drawn items `exclude` left out."
+    name: str
+    code: str
+    items: list[dict]
+    excluded: int = 0
+
+def rg_env(name: str, n: int = 32, seed: int = 0, attempts: int = 1, *, exclude=frozenset(),
+           leak_check: bool = True) -> RgEnv:
+    """The environment `name` names (`rg_spec`) with `n` items: a mix's datasets in turn, each item tagged with its
+    dataset; questions in `exclude` (`question_key`s) are left out, and counted."""
+    if (why := check_rg_name(name)) is not None: raise ConfigError('selfplay', why)
+    if attempts < 1: raise ConfigError('attempts', 'must be at least 1')
+    datasets, level = rg_spec(name)
+    parts, excluded = [], 0
+    for k, d in enumerate(datasets):
+        got, ex = _draw(d, n // len(datasets) + (k < n % len(datasets)), seed, leak_check=leak_check, level=level,
+                        exclude=exclude)
+        parts.append([{**x, 'dataset': d} if len(datasets) > 1 else x for x in got]); excluded += ex
+    items = [x for row in itertools.zip_longest(*parts) for x in row if x is not None]
+    return RgEnv(name, _rg_module('+'.join(datasets), items, seed, level, attempts), items, excluded)
+
 # %% ../nbs/15a_heldout.ipynb #624bc446
-def heldout_sources(names, n: int = 32, seed: int = 0, attempts: int = 1) -> dict[str, str]:
-    "The module source of each held-out environment: a seed environment's class name, or `rg:<dataset>`."
+def _heldout_envs(names, n: int, seed: int, attempts: int) -> dict[str, tuple[str, frozenset]]:
+    "Each held-out name's module and its questions (`question_key`s; none for a seed environment)."
     from spade_nb.seeds import seed_sources
     seeds, out = seed_sources(), {}
     for name in names:
-        if name.startswith('rg:'): out[name] = rg_env_source(name[3:], n=n, seed=seed, attempts=attempts)
-        elif name in seeds: out[name] = seeds[name]
+        if name.startswith('rg:'):
+            e = rg_env(name, n=n, seed=seed, attempts=attempts)
+            out[name] = e.code, frozenset(question_key(x['question']) for x in e.items)
+        elif name in seeds: out[name] = seeds[name], frozenset()
         else: raise ConfigError('selfplay.heldout', f'unknown held-out environment {name!r}: name a seed environment '
-                                f'({", ".join(seeds)}) or a reasoning-gym dataset as rg:<dataset>')
+                                f'({", ".join(seeds)}) or reasoning-gym datasets as rg:<dataset>[+...][@<level>]')
     return out
 
+def heldout_sources(names, n: int = 32, seed: int = 0, attempts: int = 1) -> dict[str, str]:
+    "The module source of each held-out environment: a seed environment's class name, or an `rg:` name (`rg_spec`)."
+    return {k: code for k, (code, _) in _heldout_envs(names, n, seed, attempts).items()}
+
 def check_heldout_name(name: str) -> str | None:
-    "None when `name` names a held-out environment; else why not (no instances are generated)."
+    "None when `name` names a held-out or training environment; else why not (no instances are generated)."
     from spade_nb.seeds import SEED_ENVS
-    if name.startswith('rg:'):
-        try: return _unknown_dataset(name[3:])
-        except ConfigError as e: return str(e).split(': ', 1)[1]  # reasoning-gym is not installed
+    if name.startswith('rg:'): return check_rg_name(name)
     seeds = [c.__name__ for c in SEED_ENVS]
     if name in seeds: return None
-    return f'unknown seed environment {name!r}; known: {", ".join(seeds)}, or rg:<dataset> for reasoning-gym'
+    return (f'unknown seed environment {name!r}; known: {", ".join(seeds)}, or rg:<dataset>[+...][@<level>] for '
+            'reasoning-gym')
+
+def training_sources(names, exclude=frozenset(), *, n: int = 256, seed: int = 1,
+                     attempts: int = 1) -> tuple[dict[str, str], int]:
+    """The module of each training environment `names` names (a seed environment, or an `rg:` name built from `seed`,
+    its items leaving out every question in `exclude`), and how many drawn items were left out; checked: no item's
+    question is in `exclude`."""
+    from spade_nb.seeds import seed_sources
+    out, excluded = {}, 0
+    for name in names:
+        if not name.startswith('rg:'):
+            if (why := check_heldout_name(name)) is not None: raise ConfigError('selfplay.train_envs', why)
+            out[name] = seed_sources()[name]; continue
+        e = rg_env(name, n=n, seed=seed, attempts=attempts, exclude=exclude)
+        if (both := {question_key(x['question']) for x in e.items} & set(exclude)):
+            raise AssertionError(f'{name}: {len(both)} held-out questions among its items')  # `_draw` left them out
+        out[name], excluded = e.code, excluded + e.excluded
+    return out, excluded
 
 # %% ../nbs/15a_heldout.ipynb #1452d80c
 def env_source(source, memory: EnvMemory | None = None) -> tuple[str, str]:
@@ -215,20 +301,22 @@ class HeldoutEnv:
     kind: str  # TextEnv or ToolEnv
     fingerprint: str  # behavioural fingerprint from admission
     structural: str  # structural fingerprint of the code
+    questions: frozenset = frozenset()  # a reasoning-gym environment's questions (`question_key`s)
 
 def open_heldout(names, admission, rng, *, n: int = 32, seed: int = 0, attempts: int = 1) -> dict[str, HeldoutEnv]:
     """Admit each held-out environment (`admission.n_seeds` seeds each, drawn from `rng` in order); any rejection stops
     the run."""
     from spade_nb.admission import admit_many
     from spade_nb.memory import structural_fingerprint
-    held = heldout_sources(names, n=n, seed=seed, attempts=attempts)
+    envs = _heldout_envs(names, n, seed, attempts)
+    held = {k: code for k, (code, _) in envs.items()}
     seeds = admission_seeds(rng, len(held), admission.n_seeds)
     out = {}
     for (name, code), v in zip(held.items(), admit_many(held.values(), seeds, admission)):
         if not v.ok:
             raise ConfigError('selfplay.heldout',
                               f'held-out environment {name!r} was not admitted: {v.reason} ({v.details})')
-        out[name] = HeldoutEnv(name, code, v.kind, v.fingerprint, structural_fingerprint(code))
+        out[name] = HeldoutEnv(name, code, v.kind, v.fingerprint, structural_fingerprint(code), envs[name][1])
     return out
 
 def duplicates_heldout(heldout: dict[str, HeldoutEnv], fingerprint: str, structural: str) -> bool:

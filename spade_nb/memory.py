@@ -373,12 +373,19 @@ def rejected(self: EnvMemory, *, id: int | None = None, document: str | None = N
 
 # %% ../nbs/12_memory.ipynb #de620a45
 @patch
-def _find_duplicate(self: EnvMemory, rec: EnvRecord) -> int | None:
-    for col in ('sha256', 'structural_fp', 'behavioural_fp'):
+def _find_duplicate(self: EnvMemory, rec: EnvRecord, behaviour: np.ndarray | None = None) -> int | None:
+    """The live record `rec` copies, if any: the same code, the same behaviour, or the same structure (names and
+    literals abstracted) unless both played under admission and play differently (`behaviour`, a `behaviour_minhash`,
+    shares under `near_dup_threshold` of the other's): one module with other data, as every reasoning-gym environment
+    is, is another environment when what it shows differs."""
+    for col in ('sha256', 'behavioural_fp', 'structural_fp'):
         val = getattr(rec, col)
         if val is None: continue
-        row = self.db.execute(f'SELECT id FROM envs WHERE {col} = ? AND evicted_at IS NULL LIMIT 1', (val,)).fetchone()
-        if row: return row[0]
+        for (i,) in self.db.execute(f'SELECT id FROM envs WHERE {col} = ? AND evicted_at IS NULL', (val,)):
+            if col != 'structural_fp' or behaviour is None: return i
+            other = self.db.execute('SELECT value FROM meta WHERE key = ?', (f'bminhash:{i}',)).fetchone()
+            if other is None or np.mean(np.frombuffer(bytes.fromhex(other[0]), dtype=np.uint64) == behaviour) \
+                    >= self.near_dup_threshold: return i
     return None
 
 def _row_values(rec: EnvRecord) -> list:
@@ -390,9 +397,10 @@ def _row_values(rec: EnvRecord) -> list:
 def add(self: EnvMemory, rec: EnvRecord, *, protected: bool = False, behaviour: str | None = None) -> tuple[int, bool]:
     """Insert `rec` unless it duplicates a live record (exact, structural or behavioural): (id, is_new). `behaviour`:
     what it showed under admission's fixed seeds and probes (`Verdict.measurements['behaviour']`), for novelty."""
-    dup = self._find_duplicate(rec)
+    bmh = behaviour_minhash(behaviour) if behaviour else None
+    dup = self._find_duplicate(rec, bmh)
     if dup is not None: return dup, False
-    mh, bmh = minhash(rec.code), behaviour_minhash(behaviour) if behaviour else None
+    mh = minhash(rec.code)
     bands = _bands(mh)
     idx = self._similarity_index()
     rec.near_duplicate_of, rec.max_similarity = idx.compare(mh, bmh, self.near_dup_threshold)

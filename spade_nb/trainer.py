@@ -56,6 +56,11 @@ class TrainerConfig(Config):
     # the designer's centred rewards are multiplied by this (the reference: 32-50); a step logs each role's token and
     # gradient share to set it
     designer_adv_scale: float = 1.0
+    # the agent's baseline: 'env', the mean return of the environment's plays (the paper); 'seed', of each seed's plays
+    # (GRPO's group, one prompt: needs selfplay.plays >= 2)
+    agent_baseline: Literal['env', 'seed'] = 'env'
+    epochs: int = 1  # passes over an update's samples (TRL's num_iterations)
+    minibatches: int = 1  # optimizer steps per pass, each on a shuffled share of the samples (TRL's steps_per_generation)
     _moved = ({'temperature': 'removed: each Sample carries the temperature it was sampled at, and the trainer uses '
                               'that'})
     micro_batch_tokens: int = 4096  # padded tokens per forward/backward
@@ -75,17 +80,22 @@ class TrainerConfig(Config):
         self.check('tis_cap', self.tis_cap in (None, 'auto') or self.tis_cap >= 1,
                    "must be at least 1 (or 'auto', or null: off)")
         self.check('designer_adv_scale', self.designer_adv_scale > 0, 'must be positive')
+        for k in ('epochs', 'minibatches'): self.check(k, getattr(self, k) >= 1, 'must be at least 1')
 
 # %% ../nbs/15_trainer.ipynb #a82b0afa
-def compute_advantages(samples: Sequence[Sample], *, designer_scale: float = 1.0,
+def compute_advantages(samples: Sequence[Sample], *, designer_scale: float = 1.0, baseline: str = 'env',
                        eps: float = 1e-6) -> tuple[list[Sample], dict]:
     """Samples with advantages (agent: z-score per group; designer: centred per group, scaled); zero-variance groups
-    dropped."""
+    dropped. `baseline='seed'`: an agent's group is its environment's plays of one seed with or without the hint (one
+    prompt, GRPO's group), not all its plays."""
+    if baseline not in ('env', 'seed'): raise ValueError(f"baseline must be 'env' or 'seed', got {baseline!r}")
     groups = defaultdict(list)
-    for s in samples: groups[(s.role, s.group)].append(s)
+    for s in samples:
+        by_seed = baseline == 'seed' and s.role == 'agent'
+        groups[(s.role, s.group) + ((s.meta.get('seed'), s.meta.get('hint')) if by_seed else ())].append(s)
     out, stats = [], {'zero_variance_groups': 0, 'groups': len(groups), 'adv_abs_agent': 0.0, 'adv_abs_designer': 0.0}
     sums = defaultdict(list)
-    for (role, _), ss in groups.items():
+    for (role, *_), ss in groups.items():
         units = defaultdict(list)  # an episode played turn by turn is one unit: its turns share its advantage
         for s in ss: units[s.episode_id if 'turn' in s.meta else id(s)].append(s)
         r = np.array([u[0].reward for u in units.values()], dtype=float)
@@ -226,7 +236,7 @@ class Trainer:
         name = {'constant': 'constant_with_warmup', 'linear': 'linear', 'cosine': 'cosine'}[self.cfg.schedule]
         self.sched = get_scheduler(name, self.opt, num_warmup_steps=self.cfg.warmup_steps,
                                    num_training_steps=self.cfg.total_steps)
-        self.step = 0
+        self.step, self._old = 0, None  # `_old`: the log-probs an update started from (`_start_logps`)
         policy.model = self.model
         policy.model.eval()
 
@@ -255,13 +265,22 @@ def _tensors(self: Trainer, batch: Sequence[Sample]):
     return ids.to(dev), att.to(dev), mask.to(dev), behav.to(dev), adv.to(dev), temps.to(dev)
 
 @patch
+def _old_rows(self: Trainer, batch, logp):
+    "`_start_logps`' log-probs of `batch`'s samples, padded like `logp` (a filler's own)."
+    out = logp.detach().clone()
+    for i, s in enumerate(batch):
+        if (v := self._old.get(id(s))) is not None: n = min(len(v), out.shape[1]); out[i, :n] = v[:n]
+    return out
+
+@patch
 def _proximal(self: Trainer, batch, logp, behav):
     """(old, cap) for `pg_token_loss`: with `tis_cap`, every row's ratio is to the current policy, TIS-weighted; else
     stale rows only, with `stale_tis_cap`."""
     import torch
     stale = torch.tensor([s.staleness > 0 for s in batch], device=logp.device)
     if self.tis_cap is None and (self.cfg.stale_tis_cap is None or not stale.any()): return None, None
-    cur = logp.detach()  # one optimizer step a train_step: the policy before it is the one this forward ran
+    # the policy the update started from: this forward's at its first optimizer step, else `_start_logps`'
+    cur = logp.detach() if self._old is None else self._old_rows(batch, logp)
     if self.tis_cap is not None: return cur, self.tis_cap
     return torch.where(stale[:, None], cur, behav), self.cfg.stale_tis_cap  # fresh rows: old = behaviour, weight 1
 
@@ -414,11 +433,12 @@ def _micro_step(self: Trainer, batch: list[Sample], n_seqs: float, n_tokens: flo
 # %% ../nbs/15_trainer.ipynb #3b3f4bd2
 @patch
 def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
-    "Advantages, then one optimizer step over all `samples` (micro-batched, the agent's first); returns metrics."
-    import torch
+    """Advantages, then `epochs` x `minibatches` optimizer steps over `samples` (one by default; each micro-batched, the
+    agent's first); returns metrics."""
     cfg = self.cfg
     if any(s.advantage is None for s in samples):
-        samples, stats = compute_advantages(samples, designer_scale=cfg.designer_adv_scale)
+        samples, stats = compute_advantages(samples, designer_scale=cfg.designer_adv_scale,
+                                            baseline=cfg.agent_baseline)
     else:
         stats = {'zero_variance_groups': 0}
     if cfg.skip_truncated: samples = [s for s in samples if not s.truncated]
@@ -430,42 +450,92 @@ def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
                          '1 '
                          '(the trainer computes log-probs over the whole vocabulary)')
     n_seqs = _all_sum(len(samples))
-    tok = {r: _all_sum(sum(sum(s.loss_mask[1:]) for s in samples if _role(s) == r)) for r in ('agent', 'designer')}
-    n_tokens = tok['agent'] + tok['designer']
+    n_tokens = _all_sum(sum(sum(s.loss_mask[1:]) for s in samples))
     metrics = {'loss': 0.0, 'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'clip_frac': 0.0,
                'samples': int(n_seqs),  # every process's (the whole batch's)
-               'trained_tokens': n_tokens, 'too_long': int(_all_sum(too_long)), 'tis_cap': self.tis_cap, **stats}
+               'trained_tokens': n_tokens, 'too_long': int(_all_sum(too_long)), 'tis_cap': self.tis_cap,
+               'optimizer_steps': 0, **stats}
     self.model.train()
     self.opt.zero_grad(set_to_none=True)
     if n_seqs == 0:
         metrics['skipped'] = True
         return metrics
+    parts = self._minibatches(samples)
+    # several steps: the ratio of each is to the policy the update started from (`_proximal`)
+    self._old = self._start_logps(samples) if len(parts) > 1 else None
+    try: steps = [m for p in parts if (m := self._optimizer_step(p)) is not None]
+    finally: self._old = None
+    first = steps[0]  # gradient norms and the behaviour gap: at the policy that sampled
+    for k in ('loss_agent', 'loss_designer', 'kl'): metrics[k] = float(np.mean([m[k] for m in steps]))
+    metrics['loss'] = metrics['loss_agent'] + metrics['loss_designer']
+    metrics['clip_frac'] = sum(m['clipped'] for m in steps) / max(sum(m['counted'] for m in steps), 1)
+    metrics.update({k: v for k, v in first.items() if k not in metrics and k not in ('clipped', 'counted')},
+                   optimizer_steps=len(steps), lr=self.sched.get_last_lr()[0])
+    if cfg.separate_adapters: self.model.set_adapter('agent')
+    self.model.eval()
+    self._publish()
+    return metrics
+
+# %% ../nbs/15_trainer.ipynb #c5a0d4dd
+@patch
+def _optimizer_step(self: Trainer, samples: list[Sample]) -> dict | None:
+    """One optimizer step over `samples` (this process's share; None when no process has any): its losses, KL, clipped
+    and counted tokens, gradient norms and behaviour gap, summed over processes."""
+    import torch
+    cfg = self.cfg
+    n_seqs = _all_sum(len(samples))
+    if n_seqs == 0: return None
+    tok = {r: _all_sum(sum(sum(s.loss_mask[1:]) for s in samples if _role(s) == r)) for r in ('agent', 'designer')}
+    n_tokens = tok['agent'] + tok['designer']
+    m = {'loss_agent': 0.0, 'loss_designer': 0.0, 'kl': 0.0, 'gap_sum': 0.0, 'gap_tokens': 0.0}
     clipped = counted = 0.0
-    agent_grads, metrics['gap_sum'], metrics['gap_tokens'] = None, 0.0, 0.0  # the behaviour gap's sums (popped below)
+    agent_grads = None
     for role in ('agent', 'designer'):  # the agent's micro-batches first: the gradient after them is the agent's
         if cfg.separate_adapters: self.model.set_adapter(role); self._all_trainable()
         for batch in self._batches([s for s in samples if _role(s) == role], role):
-            c, n = self._micro_step(batch, n_seqs, n_tokens, metrics)
+            c, n = self._micro_step(batch, n_seqs, n_tokens, m)
             clipped += c; counted += n
         if role == 'agent' and tok['agent'] and tok['designer']: agent_grads = [g.clone() for g in self._grads()]
     if (d := _dist()) is not None and not self.sharded:  # sharded: FSDP has summed them in backward
         for g in self._grads() if agent_grads is None else (*agent_grads, *self._grads()):
             d.all_reduce(g)  # each process holds its share of the global loss: the sum is the whole gradient
-    metrics.update(self._role_shares(agent_grads, tok))
-    metrics['behaviour_gap'] = (_all_sum(metrics.pop('gap_sum'))
-                                / t if (t := _all_sum(metrics.pop('gap_tokens'))) else None)
-    metrics['grad_norm'] = float(_full(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
+    m.update(self._role_shares(agent_grads, tok))
+    m['behaviour_gap'] = _all_sum(m.pop('gap_sum')) / t if (t := _all_sum(m.pop('gap_tokens'))) else None
+    m['grad_norm'] = float(_full(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)))
     self.opt.step(); self.sched.step()
     self.opt.zero_grad(set_to_none=True)
     self.step += 1
-    for k in ('loss_agent', 'loss_designer', 'kl'): metrics[k] = _all_sum(metrics[k])  # every process's shares
-    metrics['loss'] = metrics['loss_agent'] + metrics['loss_designer']
-    metrics['clip_frac'] = _all_sum(clipped) / max(_all_sum(counted), 1)
-    metrics['lr'] = self.sched.get_last_lr()[0]
-    if cfg.separate_adapters: self.model.set_adapter('agent')
-    self.model.eval()
-    self._publish()
-    return metrics
+    for k in ('loss_agent', 'loss_designer', 'kl'): m[k] = _all_sum(m[k])  # every process's shares
+    m['clipped'], m['counted'] = _all_sum(clipped), _all_sum(counted)
+    return m
+
+@patch
+def _minibatches(self: Trainer, samples: list[Sample]) -> list[list[Sample]]:
+    """The update's optimizer steps, in order: `epochs` passes over `samples`, each shuffled (with more than one
+    minibatch) and cut into `minibatches` parts (as many on every process: some may be empty)."""
+    k, out = self.cfg.minibatches, []
+    for epoch in range(self.cfg.epochs):
+        order = list(samples)
+        if k > 1: np.random.default_rng([self.cfg.seed, self.step, epoch]).shuffle(order)
+        out += [order[i * len(order) // k:(i + 1) * len(order) // k] for i in range(k)]
+    return out
+
+@patch
+def _start_logps(self: Trainer, samples: list[Sample]) -> dict[int, object] | None:
+    """Each sample's log-probs under the policy before the update's first step (no gradient), by `id(sample)`: where
+    `_proximal` takes the ratio to the current policy (`tis_cap`, stale samples), later steps take it to this one."""
+    import torch
+    stale = any(s.staleness > 0 for s in samples)
+    if self.tis_cap is None and (self.cfg.stale_tis_cap is None or not _all_sum(float(stale), 'MAX')): return None
+    out = {}
+    with torch.no_grad():
+        for role in ('agent', 'designer'):
+            if self.cfg.separate_adapters: self.model.set_adapter(role)
+            for batch in self._batches([s for s in samples if _role(s) == role], role):
+                ids, att, mask, *_, temps = self._tensors(batch)
+                lp = self._logp(ids, att, temps, mask)
+                for i, s in enumerate(batch): out[id(s)] = lp[i, :min(len(s.token_ids), lp.shape[1])].detach()
+    return out
 
 # %% ../nbs/15_trainer.ipynb #a02d018f
 def _role(s: Sample) -> str: return 'designer' if s.role == 'designer' else 'agent'
