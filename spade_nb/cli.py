@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import io
+import os
 import platform
 import sqlite3
 import sys
@@ -222,7 +223,7 @@ def _eval(args) -> int:
         llm = cfg.llm.replace(adapter=adapter)
     else: llm, adapter = LLMConfig(model=args.model or 'embedded', trust_remote_code=args.trust_remote_code), None
     r = evaluate(load_policy(llm), suites, model=llm.model, adapter=adapter, limit=args.limit, seed=args.seed,
-                 max_new_tokens=args.max_new_tokens)
+                 max_new_tokens=args.max_new_tokens, rg_level=args.level)
     print(markdown_table(r))
     if args.out: print('written: ' + ', '.join(map(str, write_result(r, args.out))))
     if report_to: _track_eval(r, report_to, args, adapter)
@@ -302,6 +303,9 @@ def _eval_options(ev: argparse.ArgumentParser):
     ev.add_argument('--suite', required=True,
                     help='comma-separated: rg, bfcl, humaneval, games, math:FILE, memory:PATH')
     ev.add_argument('--limit', type=int, default=None, help='items per suite (per dataset; per group for rg)')
+    ev.add_argument('--level', type=int, default=None,
+                    help="every rg dataset at this curriculum level (0: the easiest; default: each dataset's own, "
+                         'spade_nb.evaluate.RG_LEVELS)')
     ev.add_argument('--seed', type=int, default=0)
     ev.add_argument('--max-new-tokens', type=int, default=512,
                     help='per completion (humaneval, math) or per move (bfcl, games)')
@@ -419,6 +423,8 @@ class VisibleStream(io.TextIOBase):
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `spade` console script."
     args = parser().parse_args(argv)
+    # torch's OpenMP threads yield their cores while they wait (`spade_nb.llm.cpu_threads`); read when torch loads
+    if 'torch' not in sys.modules: os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
     raw, sys.stdout = sys.stdout, VisibleStream(sys.stdout)
     try: return _main(args)
     finally: sys.stdout = raw

@@ -35,7 +35,7 @@ __all__ = ['RG_EVAL', 'RG_MAX_ANSWER_CHARS', 'RG_LEVELS', 'BFCL_REQUIREMENT', 'B
            'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source', 'score_bfcl', 'bfcl_answer_script', 'textarena_wheel',
            'textarena_games', 'game_env_source', 'game_seeds', 'score_games', 'game_answer_script', 'math_items',
            'score_math_answers', 'score_math', 'memory_envs', 'score_memory', 'replay_memory', 'EvalResult',
-           'check_suites', 'evaluate', 'markdown_table', 'write_result']
+           'check_suites', 'rg_levels', 'evaluate', 'markdown_table', 'write_result']
 
 # %% ../nbs/19_evaluate.ipynb #09806bd6
 @dataclass
@@ -898,11 +898,17 @@ def check_suites(suites: list[str]) -> list[str]:
             raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
     return suites
 
-def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens, progress=None) -> list[ItemScore]:
+def rg_levels(level: int | None = None) -> dict:
+    "The `rg` suite's curriculum level of each dataset: `RG_LEVELS`, or `level` for all (0: the easiest items)."
+    if level is not None and level < 0: raise ConfigError('level', f'must be 0 or more, got {level}')
+    return dict(RG_LEVELS) if level is None else {d: level for d in RG_LEVELS}
+
+def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens, progress=None,
+                 rg_level=None) -> list[ItemScore]:
     kind, _, arg = s.partition(':')
     common = dict(limit=limit, seed=seed, max_new_tokens=max_new_tokens)
     played = dict(common, limits=limits, progress=progress)
-    if kind == 'rg': return score_rg(policy, rollout=rollout, **played)
+    if kind == 'rg': return score_rg(policy, rollout=rollout, levels=rg_levels(rg_level), **played)
     if kind == 'bfcl': return score_bfcl(policy, **played)
     if kind == 'humaneval': return score_humaneval(policy, **played)
     if kind == 'games': return score_games(policy, **played)
@@ -912,24 +918,25 @@ def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens
 
 def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = None, limit: int | None = None,
              seed: int = 0, rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None,
-             max_new_tokens: int = 512, progress=print, bars: bool = True) -> EvalResult:
+             max_new_tokens: int = 512, progress=print, bars: bool = True, rg_level: int | None = None) -> EvalResult:
     """Score `policy` on `suites` (names of `SUITES`, with their file or path after a colon), a progress bar each
-    (`bars`). A transformers policy keeps each conversation's prefix within a suite (`HFPolicy.prefix_caching`)."""
+    (`bars`); `rg_level`: every `rg` dataset at that curriculum level (`rg_levels`). A transformers policy keeps each
+    conversation's prefix within a suite (`HFPolicy.prefix_caching`)."""
     import time
     from spade_nb.llm import kept_prefixes
-    items = []
+    levels, items = rg_levels(rg_level), []  # a bad level stops before anything plays
     for s in check_suites(suites):
         progress(f'suite {s}: playing')
         t = time.time()
         with kept_prefixes(policy), _bar(s, bars) as tick:
             got = _score_suite(policy, s, limit=limit, seed=seed, rollout=rollout, limits=limits,
-                               max_new_tokens=max_new_tokens, progress=tick)
+                               max_new_tokens=max_new_tokens, progress=tick, rg_level=rg_level)
         items += got
         scored = [x.score for x in got if x.dropped is None]
         mean, lost = np.mean(scored) if scored else float('nan'), len(got) - len(scored)
         progress(f'suite {s}: {len(scored)} items, mean {mean:.3f}' + (f', {lost} dropped' if lost else '')
                  + f', {time.time() - t:.0f} s')
-    settings = {'max_new_tokens': max_new_tokens, **({'rg_levels': dict(RG_LEVELS)} if 'rg' in suites else {}),
+    settings = {'max_new_tokens': max_new_tokens, **({'rg_levels': levels} if 'rg' in suites else {}),
                 **({'bfcl_steps': BFCL_STEPS} if 'bfcl' in suites else {})}
     return EvalResult(model, adapter, seed, limit, suite_scores(items), items, _versions(), _commit(), settings)
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
@@ -19,8 +21,8 @@ from .embedded import embedded_model_path, is_embedded, _clear_quantized_tags
 
 # %% auto #0
 __all__ = ['ENGINE_DATA_ARGS', 'Message', 'EngineConfig', 'LLMConfig', 'SamplingParams', 'code_switches', 'PolicyBackend',
-           'resolve_device', 'resolve_dtype', 'HFPolicy', 'kept_prefixes', 'model_path', 'load_hf_policy', 'per_turn',
-           'tiny_policy', 'ScriptedPolicy', 'qwen3_tokenizer_path', 'tiny_qwen3_policy']
+           'resolve_device', 'resolve_dtype', 'HFPolicy', 'kept_prefixes', 'cpu_threads', 'model_path',
+           'load_hf_policy', 'per_turn', 'tiny_policy', 'ScriptedPolicy', 'qwen3_tokenizer_path', 'tiny_qwen3_policy']
 
 # %% ../nbs/02_llm.ipynb #5674ee5e
 @dataclass
@@ -62,6 +64,7 @@ class LLMConfig(Config):
     device: str = 'auto'  # auto: cuda when available, else cpu
     max_context: int | None = None  # cap on prompt + completion tokens; None: the model's own window
     batch_size: int = 16  # sequences per generate call
+    threads: int | None = None  # torch's threads on a CPU, for generation and training; None: `cpu_threads()` chooses
     adapter: str | None = None  # a saved LoRA adapter folder to start from
     # 'nf4' loads 4-bit weights for QLoRA (bitsandbytes, CPU or CUDA)
     quantization: Literal['none', 'nf4', 'int8'] = 'none'
@@ -75,6 +78,7 @@ class LLMConfig(Config):
 
     def validate(self):
         self.check('batch_size', self.batch_size >= 1, 'must be at least 1')
+        self.check('threads', self.threads is None or self.threads >= 1, 'must be at least 1 (or null: chosen)')
         self.check('max_context', self.max_context is None or self.max_context >= 2, 'must be at least 2')
         self.check('servers', self.backend != 'openai' or bool(self.servers),
                    'the openai backend needs at least one server URL')
@@ -531,6 +535,16 @@ def set_adapter(self: HFPolicy, adapter, version: int):
         if unexpected: raise ValueError(f"adapter weights do not fit the attached adapter: {unexpected[:3]} ...")
     self.adapter_version = int(version)
 
+# %% ../nbs/02_llm.ipynb #59b2da38
+def cpu_threads(requested: int | None = None) -> int:
+    """Torch's threads for generation and training on a CPU: `requested`, else the cores this process may use less one,
+    left to what runs beside it (sandbox workers, admission, the OS), and at least one. OpenMP's threads then wait
+    passively (`OMP_WAIT_POLICY=PASSIVE`, set before torch loads unless the environment says otherwise), so a thread
+    with nothing to do yields its core. `benchmarks/threads.py` measures the choice quiet and beside a busy process."""
+    if requested is not None: return requested
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+    return max(1, cores - 1)
+
 # %% ../nbs/02_llm.ipynb #be60580f
 def model_path(cfg: LLMConfig) -> str | Path:
     """Where `cfg.model`'s weights are read from: the embedded model's cache, an installed offline copy
@@ -541,11 +555,13 @@ def model_path(cfg: LLMConfig) -> str | Path:
 def load_hf_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     """The HF policy `cfg` names (the embedded default, a local folder, or a hub id, the usual way, or its installed
     offline copy); `spade_nb.policy.load_policy` puts an engine in front of it."""
+    if 'torch' not in sys.modules: os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')  # read when torch loads
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     cfg = cfg or LLMConfig()
     if changes: cfg = cfg.replace(**changes)
     device = resolve_device(cfg.device)
+    if device.startswith('cpu'): torch.set_num_threads(cpu_threads(cfg.threads))
     path = model_path(cfg)
     kw = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     if cfg.gguf_file: kw['gguf_file'] = cfg.gguf_file

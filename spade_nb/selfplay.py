@@ -74,7 +74,11 @@ class SelfPlayConfig(Config):
     use_memory: bool = True  # ablation: no exemplars, no edits
     train_designer: bool = True  # ablation: agent-only updates
     fixed_pool: bool = False  # baseline: no designer at all; the agent trains on a fixed set
-    fixed_pool_path: str | None = None  # an exported memory (JSONL) as the fixed set; default: the training seed envs
+    fixed_pool_path: str | None = None  # an exported memory (JSONL) as the fixed set; default: `train_envs`
+    # the environments a fresh memory starts with: seed environments and rg:<dataset>[+...][@<level>] names; None: every
+    # seed environment not held out. rg ones hold `train_instances` items, none of them a held-out question
+    train_envs: list[str] | None = None
+    train_instances: int = 256
     memory_capacity: int = 10_000
     snapshots: bool = False  # keep the adapter of every evaluation iteration in snapshots/ (checkpoints keep two)
     format_bonus: float = 0.0
@@ -82,7 +86,7 @@ class SelfPlayConfig(Config):
 
     def validate(self):
         for k in ('iterations', 'regen_interval', 'eval_interval', 'seeds_per_env', 'plays', 'eval_seeds',
-                  'heldout_instances', 'heldout_attempts'):
+                  'heldout_instances', 'heldout_attempts', 'train_instances'):
             self.check(k, getattr(self, k) >= 1, 'must be at least 1')
         for k in ('designs_per_iteration', 'replay_envs', 'designer_delay'):
             self.check(k, getattr(self, k) >= 0, 'must be non-negative')
@@ -90,6 +94,11 @@ class SelfPlayConfig(Config):
         for h in self.heldout:
             why = check_heldout_name(h)
             self.check('heldout', why is None, why)
+        for t in self.train_envs or []:
+            why = check_heldout_name(t)
+            self.check('train_envs', why is None, why)
+            self.check('train_envs', t.startswith('rg:') or t not in self.heldout,
+                       f'{t} is held out (selfplay.heldout): it cannot be trained on too')
 
 # %% ../nbs/16_selfplay.ipynb #580d7d93
 @dataclass
@@ -143,6 +152,9 @@ class RunConfig(Config):
                               'from one the '
                               'agent wins half the time on every seed: reward.seed_test needs 2 or more (or set '
                               'reward.seed_test=false)')
+        if self.trainer.agent_baseline == 'seed' and sp.plays < 2:
+            raise ConfigError('trainer.agent_baseline', f"'seed' compares the plays of one seed: it needs "
+                              f'selfplay.plays of 2 or more, got {sp.plays}')
         if r.uses('learning_progress') and min([sp.designer_delay, *sp.designer_delays.values()]) < 1:
             raise ConfigError('selfplay.designer_delay',
                               'learning progress is measured over a design\'s window: it needs a delay of 1 or more '
@@ -1068,6 +1080,7 @@ class RunParts:
     corpus: object | None
     memory: EnvMemory
     heldout: dict[str, HeldoutEnv]
+    notes: list[str] = field(default_factory=list)  # what opening did that a user should know (said when a run starts)
 
 def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -> RunParts:
     "Build a run's parts in `run_dir`; a fresh run's memory gets the training seed environments (or the fixed pool)."
@@ -1088,15 +1101,31 @@ def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -
     rng = seeds.numpy('setup')
     heldout = open_heldout(sp.heldout, cfg.admission, rng, n=sp.heldout_instances, seed=sp.heldout_seed,
                            attempts=sp.heldout_attempts)
+    notes = []
     if fresh and len(memory.records(include_evicted=True)) == 0:
         if sp.fixed_pool and sp.fixed_pool_path: memory.import_jsonl(sp.fixed_pool_path, iteration=-1)
-        else:
-            train = {n: c for n, c in seed_sources().items() if n not in sp.heldout}
-            aseeds = admission_seeds(rng, len(train), cfg.admission.n_seeds)
-            for code, v in zip(train.values(), admit_many(train.values(), aseeds, cfg.admission)):
-                memory.add_code(code, v, skill=_skill(v.kind), origin='seed', protected=True, iteration=-1)
+        else: notes = _seed_memory(memory, heldout, cfg, rng)
     readmit_stale(memory, cfg.admission, seeds.numpy('readmit'))
-    return RunParts(policy, trainer, corpus, memory, heldout)
+    return RunParts(policy, trainer, corpus, memory, heldout, notes)
+
+def _seed_memory(memory: EnvMemory, heldout: dict[str, HeldoutEnv], cfg: RunConfig, rng) -> list[str]:
+    """A fresh memory's environments (`selfplay.train_envs`), admitted and protected; what a user should know of them.
+    reasoning-gym ones are drawn far from the held-out items (generation seed `heldout_seed` + 10**6: item k of seed s
+    is item k + 1 of seed s - 1), and any held-out question among them is left out."""
+    from spade_nb.heldout import training_sources
+    from spade_nb.seeds import seed_sources
+    sp = cfg.selfplay
+    names = sp.train_envs if sp.train_envs is not None else [n for n in seed_sources() if n not in sp.heldout]
+    train, excluded = training_sources(names, frozenset().union(*(h.questions for h in heldout.values())),
+                                       n=sp.train_instances, seed=sp.heldout_seed + 10**6)
+    aseeds = admission_seeds(rng, len(train), cfg.admission.n_seeds)
+    for (name, code), v in zip(train.items(), admit_many(train.values(), aseeds, cfg.admission)):
+        if not v.ok: raise ConfigError('selfplay.train_envs', f'{name} was not admitted: {v.reason} ({v.details})')
+        _, new = memory.add_code(code, v, skill=_skill(v.kind), origin='seed', protected=True, iteration=-1)
+        if not new: raise ConfigError('selfplay.train_envs', f'{name} is a copy of an environment named before it')
+    rg = [n for n in train if n.startswith('rg:')]
+    return [f'training environments: {len(train)}' + (f'; {excluded} drawn items of {", ".join(rg)} were held-out '
+                                                       'questions and were left out' if rg else '')]
 
 def readmit_stale(memory: EnvMemory, admission: AdmissionConfig, rng) -> list[int]:
     """Re-admit the records admitted under older rules (`ADMISSION_VERSION`); those that fail move to the rejected table
@@ -1178,6 +1207,7 @@ class SelfPlay:
         rd = RunDir.new(run_dir)
         sp = cls(cfg, open_run(cfg, rd, policy, fresh=True), rd, **kw)
         rd.write_start(cfg)
+        for note in sp.parts.notes: sp.log(note)
         return sp
 
     def run(self, iterations: int | None = None) -> list[dict]:
