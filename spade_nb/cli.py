@@ -95,7 +95,7 @@ def _follow(cfg) -> int:
 def _selfplay(args) -> int:
     from pathlib import Path
     from spade_nb.distributed import RankZeroTrainer, init_distributed, world
-    from spade_nb.selfplay import Run, RunDir, SelfPlay, load_config, resumed_config
+    from spade_nb.selfplay import Run, RunDir, SelfPlay, heldout_verdict, load_config, resumed_config
     if args.resume and (args.preset or args.config or args.run_dir):
         raise ValueError('--resume takes no other options (but --set of where it generates): the run directory holds '
                          'its config')
@@ -117,13 +117,18 @@ def _selfplay(args) -> int:
     print(f'run directory   {sp.dir}')
     print(f'iterations      {len(run.metrics)}   environments in memory {len(run.memory)}   rejected designs '
           f'{len(run.memory.rejected())}')
-    print(f'admitted        {[r.get("admitted") for r in run.metrics]} per iteration')
+    admitted = [r.get('admitted') for r in run.metrics]
+    print(f'admitted        {admitted} per iteration' + ('' if any(admitted) else
+          ": none, the designer's model wrote no environment admission accepts (a 135M model never does; a coder model"
+          " does, see configs/single-gpu.yaml)"))
     print('held-out wins   '
           f'{[None if r.get("win_rate_heldout") is None else round(r["win_rate_heldout"], 3) for r in run.metrics]}')
     evals = [r for r in run.metrics if r.get('win_rate_heldout') is not None]
-    if evals:
-        print('  last, by env  '
-              f'{", ".join(f"{k} {v:.2f}" for k, v in (evals[-1].get("win_rate_heldout_by_env") or {}).items())}')
+    if (verdict := heldout_verdict(run.metrics)) is not None: print(f'  held-out      {verdict}')
+    by_env = lambda d: ", ".join(f"{k} {v:.2f}" for k, v in (d or {}).items())
+    if run.metrics and run.metrics[0].get('win_rate_heldout_origin_by_env'):
+        print(f'  base, by env  {by_env(run.metrics[0]["win_rate_heldout_origin_by_env"])}')
+    if evals: print(f'  last, by env  {by_env(evals[-1].get("win_rate_heldout_by_env"))}')
     print(f'losses          agent {last.get("loss_agent")}, designer {last.get("loss_designer")}; adapter version '
           f'{last.get("adapter_version")}')
     print(f'plots           {sp.dir / "plots"}   metrics {sp.dir / "metrics.jsonl"}   transcripts '

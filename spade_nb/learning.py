@@ -173,7 +173,7 @@ def learning_config(iterations: int = 10, overrides=()):
     from spade_nb.selfplay import load_config
     return load_config('tiny-cpu', overrides=[
         f'selfplay.iterations={iterations}', 'selfplay.designs_per_iteration=4', 'selfplay.replay_envs=0',
-        'selfplay.seeds_per_env=4',
+        'selfplay.seeds_per_env=4', 'selfplay.train_envs=null', 'trainer.agent_baseline=env', 'trainer.minibatches=1',
         'selfplay.plays=2', 'selfplay.heldout=[]', 'selfplay.designer_delay=2', 'selfplay.use_corpus=false',
         'selfplay.format_bonus=0',
         'selfplay.progress_bonus=0', 'designer.max_new_tokens=16', 'designer.n_positive=0', 'designer.n_negative=0',

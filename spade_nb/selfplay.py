@@ -44,8 +44,8 @@ __all__ = ['METRICS_DOC', 'STAGES', 'RESUME_KEYS', 'GRANT_KEYS', 'PLOTS', 'SelfP
            'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds',
            'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow', 'RewardOutcome',
            'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome', 'agent_samples',
-           'update_stage', 'memory_diversity', 'summarise', 'RunParts', 'open_run', 'readmit_stale', 'StageClock',
-           'choose_envs', 'write_transcripts', 'SelfPlay', 'resumed_config', 'plot_run', 'Run']
+           'update_stage', 'memory_diversity', 'heldout_verdict', 'summarise', 'RunParts', 'open_run', 'readmit_stale',
+           'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'resumed_config', 'plot_run', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -441,6 +441,7 @@ class EvalColumns:
     win_rate_heldout_origin: float | None = None
     heldout_origin_lo: float | None = None  # its 90% Wilson interval, low
     heldout_origin_hi: float | None = None  # its interval, high
+    win_rate_heldout_origin_by_env: dict | None = None  # the base model's held-out win rate by environment
 
 # %% ../nbs/16_selfplay.ipynb #788f3174
 @dataclass
@@ -649,10 +650,17 @@ def write_designs(policy, memory: EnvMemory, corpus, cfg: RunConfig, seeds: Seed
         parents = [e for e in ex if e.label == 'positive']
         shown += [e.env_id for e in parents]  # the next prompts show (and edit) others first
         edit = sp.use_memory and parents and rng.random() < dcfg.edit_share
-        prompts.append(build_prompt(policy, skill, document=docs[k],
-                                    exemplars=[e for e in ex if not edit or e is not parents[0]],
-                                    mode='edit' if edit else 'scratch', parent=parents[0] if edit else None, cfg=dcfg))
+        prompts.append(_design_prompt(policy, skill, docs[k], ex, parents[0] if edit else None, dcfg))
     return design(policy, prompts, dcfg, seed=seeds.int_seed('designer') % 2**31)
+
+def _design_prompt(policy, skill: str, doc, ex: list, parent, dcfg: DesignerConfig):
+    """The prompt editing `parent`, or written from scratch when there is none or it is too long for the context (a
+    reasoning-gym environment holds hundreds of items); the other exemplars either way."""
+    if parent is not None:
+        try: return build_prompt(policy, skill, document=doc, exemplars=[e for e in ex if e is not parent],
+                                 mode='edit', parent=parent, cfg=dcfg)
+        except ValueError: pass  # does not fit: the exemplars that do are shown instead
+    return build_prompt(policy, skill, document=doc, exemplars=ex, mode='scratch', cfg=dcfg)
 
 # %% ../nbs/16_selfplay.ipynb #a8be2148
 def _mean_or_none(xs) -> float | None:
@@ -1040,8 +1048,23 @@ def _eval_columns(evaluation: Evaluation, origin: Evaluation | None) -> dict:
     out = dict(win_rate_heldout=evaluation.win_rate, heldout_lo=evaluation.lo, heldout_hi=evaluation.hi,
                heldout_episodes=evaluation.episodes, win_rate_heldout_by_env=evaluation.by_env)
     if origin is not None:
-        out.update(win_rate_heldout_origin=origin.win_rate, heldout_origin_lo=origin.lo, heldout_origin_hi=origin.hi)
+        out.update(win_rate_heldout_origin=origin.win_rate, heldout_origin_lo=origin.lo, heldout_origin_hi=origin.hi,
+                   win_rate_heldout_origin_by_env=origin.by_env)
     return out
+
+def heldout_verdict(rows: list[dict]) -> str | None:
+    """What a run's held-out set says, in one line: the base model's win rate and the last evaluation's with their 90%
+    intervals, and whether the last interval lies above the base model's, below it, or overlaps it (None: no
+    evaluation yet)."""
+    first = next((r for r in rows if r.get('win_rate_heldout_origin') is not None), None)
+    last = next((r for r in reversed(rows) if r.get('win_rate_heldout') is not None), None)
+    if first is None or last is None: return None
+    o, olo, ohi = first['win_rate_heldout_origin'], first['heldout_origin_lo'], first['heldout_origin_hi']
+    f, lo, hi = last['win_rate_heldout'], last['heldout_lo'], last['heldout_hi']
+    where = ("above the base model's: the agent got better" if lo > ohi else
+             "below the base model's: the agent got worse" if hi < olo else "overlapping the base model's: no clear change")
+    return (f'base model {o:.3f} [{olo:.3f}, {ohi:.3f}] -> after iteration {last["iteration"]} {f:.3f} [{lo:.3f}, '
+            f'{hi:.3f}] ({last["heldout_episodes"]} episodes each, 90% intervals): {where}')
 
 def _cost_columns(seconds: dict, tokens: dict) -> dict:
     "The stage times, and the shares of time and tokens spent making environments rather than playing and training."
@@ -1360,14 +1383,15 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     its = [r['iteration'] for r in rows]
     for name, series in PLOTS.items():
         fig, ax = plt.subplots(figsize=(5, 3))
+        if name == 'heldout': _heldout_plot(ax, rows); series = []
         for key, label in series:
             ys = [r.get(key) for r in rows]
             pts = [(i, y) for i, y in zip(its, ys) if y is not None]
             if pts: ax.plot(*zip(*pts), marker='o', label=label)
         ax.set_xlabel('iteration')
         ax.set_title(name.replace('_', ' '))
-        ax.legend(fontsize=7)
-        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        if ax.get_legend_handles_labels()[0]: ax.legend(fontsize=7)
+        if name != 'heldout': ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         if name == 'time': ax.set_ylabel('seconds')
         fig.tight_layout()
         p = Path(run_dir)/'plots'/f'{name}.png'
@@ -1375,6 +1399,21 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         plt.close(fig)
         out.append(p)
     return out
+
+def _heldout_plot(ax, rows: list[dict]):
+    """The held-out win rate with its 90% interval as error bars: the base model at x = -1 ('base'), then each
+    evaluation after its iteration's update."""
+    pts = [(-1, r['win_rate_heldout_origin'], r['heldout_origin_lo'], r['heldout_origin_hi']) for r in rows[:1]
+           if r.get('win_rate_heldout_origin') is not None]
+    pts += [(r['iteration'], r['win_rate_heldout'], r['heldout_lo'], r['heldout_hi']) for r in rows
+            if r.get('win_rate_heldout') is not None]
+    if not pts: return
+    xs, ys, lo, hi = zip(*pts)
+    ax.errorbar(xs, ys, yerr=[[y - a for y, a in zip(ys, lo)], [b - y for y, b in zip(ys, hi)]], marker='o', capsize=3,
+                label='held-out win rate, 90% interval')
+    ticks = sorted({*xs, *(r['iteration'] for r in rows)})
+    ax.set_xticks(ticks, ['base' if t == -1 else str(t) for t in ticks])
+    ax.set_ylim(0, max(0.05, min(1.0, max(hi) * 1.15)))
 
 # %% ../nbs/16_selfplay.ipynb #8e4204d5
 class Run:

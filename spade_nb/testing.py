@@ -106,6 +106,8 @@ def guessing_game(module: str = '', init: str = '', reset: str = '', step: str =
 
 # %% ../nbs/15b_testing.ipynb #7f78547a
 FAST_RUN = ['selfplay.iterations=3', 'selfplay.designs_per_iteration=2', 'selfplay.replay_envs=2',
+            'selfplay.train_envs=null', 'selfplay.seeds_per_env=2', 'trainer.agent_baseline=env',
+            'trainer.epochs=1', 'trainer.minibatches=1',
             'selfplay.eval_seeds=1',
             'selfplay.heldout=[CaesarEnv]', 'designer.max_new_tokens=24', 'designer.document_tokens=64',
             'hints.max_new_tokens=8',
@@ -116,6 +118,8 @@ FAST_RUN = ['selfplay.iterations=3', 'selfplay.designs_per_iteration=2', 'selfpl
             # 1)
             'seed=2']
 FAST_ITERATION = ['selfplay.iterations=1', 'selfplay.designer_delay=0', 'selfplay.heldout=[CaesarEnv]',
+                  'selfplay.train_envs=null', 'selfplay.seeds_per_env=2', 'trainer.agent_baseline=env',
+                  'trainer.epochs=1', 'trainer.minibatches=1',
                   'selfplay.eval_seeds=1',
                   'selfplay.replay_envs=1', 'selfplay.progress_bonus=0.05', 'selfplay.format_bonus=0.1',
                   'designer.skills=[reasoning_game]',

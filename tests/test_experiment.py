@@ -9,7 +9,9 @@ from pathlib import Path
 # the loop's own held-out curve and the model's hints are tested in tests/test_selfplay.py: here the suites score
 SCALE = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=1', 'designer.skills=[reasoning_game]',
          'designer.max_new_tokens=160', 'selfplay.heldout=[]', 'hints.source=inline',
-         'selfplay.replay_envs=1', 'selfplay.plays=1', 'reward.seed_test=false']
+         'selfplay.replay_envs=1', 'selfplay.plays=1', 'reward.seed_test=false',
+         # the preset's learning settings back to the paper's: one play a seed has no group, the pool is the seed envs
+         'trainer.agent_baseline=env', 'selfplay.train_envs=null', 'selfplay.seeds_per_env=2']
 
 
 def test_spade_experiment_runs_both_arms_scores_their_snapshots_and_writes_the_report(tmp_path):

@@ -66,7 +66,8 @@ def test_one_real_iteration_with_the_embedded_model(tmp_path):
     "The designer writes for itself; everything real. The preset, one iteration, a little smaller."
     cfg = load_config('tiny-cpu', overrides=['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'designer.skills=[reasoning_game]',
                                              'designer.max_new_tokens=160', 'selfplay.eval_seeds=2',
-                                             'selfplay.replay_envs=2', 'selfplay.plays=1', 'reward.seed_test=false'])  # one play a seed: no seed test
+                                             'selfplay.replay_envs=2', 'selfplay.plays=1', 'reward.seed_test=false',  # one play a seed: no seed test
+                                             'trainer.agent_baseline=env', 'selfplay.train_envs=null', 'selfplay.seeds_per_env=2'])  # nor a seed's group
     sp = SelfPlay.start(cfg, tmp_path/'run')
     (row,) = sp.run()
     run = Run.load(tmp_path/'run')

@@ -161,7 +161,8 @@ def _scaled_run(backend, extra=()):
     return load_config('tiny-cpu', overrides=[f'llm.backend={backend}', 'selfplay.iterations=1', 'selfplay.designs_per_iteration=1',
                                               'designer.skills=[reasoning_game]', 'designer.max_new_tokens=64', 'rollout.max_turns=2', 'rollout.max_new_tokens=32',
                                               'selfplay.replay_envs=1', 'selfplay.plays=1', 'reward.seed_test=false', 'selfplay.eval_seeds=1',
-                                              'selfplay.heldout=[CaesarEnv]', *extra])
+                                              'selfplay.heldout=[CaesarEnv]', 'trainer.agent_baseline=env', 'selfplay.train_envs=null',
+                                              'selfplay.seeds_per_env=2', *extra])
 
 
 def _check_iteration(tmp_path, cfg):
@@ -234,7 +235,8 @@ def _launch_args(tmp_path, *extra):
     sets = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=1', 'designer.skills=[reasoning_game]',
             'designer.max_new_tokens=64', 'rollout.max_turns=2', 'rollout.max_new_tokens=32', 'selfplay.replay_envs=1',
             'selfplay.plays=1', 'reward.seed_test=false', 'selfplay.eval_seeds=1', 'selfplay.heldout=[CaesarEnv]',
-            'launch.training_gpus=2', 'trainer.sharding=fsdp2', *extra]
+            'launch.training_gpus=2', 'trainer.sharding=fsdp2', 'trainer.agent_baseline=env', 'selfplay.train_envs=null',
+            'selfplay.seeds_per_env=2', *extra]
     return [str(Path(sys.executable).parent/'spade'), 'launch', '--preset', 'tiny-cpu', '--gpus', '0', '--run-dir', str(tmp_path/'run'),
             *[x for s in sets for x in ('--set', s)]]
 
