@@ -45,7 +45,8 @@ __all__ = ['METRICS_DOC', 'STAGES', 'RESUME_KEYS', 'GRANT_KEYS', 'PLOTS', 'SelfP
            'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow', 'RewardOutcome',
            'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome', 'agent_samples',
            'update_stage', 'memory_diversity', 'heldout_verdict', 'summarise', 'RunParts', 'open_run', 'readmit_stale',
-           'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'resumed_config', 'plot_run', 'Run']
+           'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'resumed_config', 'plot_run', 'plot_heldout',
+           'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -1383,7 +1384,7 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     its = [r['iteration'] for r in rows]
     for name, series in PLOTS.items():
         fig, ax = plt.subplots(figsize=(5, 3))
-        if name == 'heldout': _heldout_plot(ax, rows); series = []
+        if name == 'heldout': plot_heldout(rows, ax); series = []
         for key, label in series:
             ys = [r.get(key) for r in rows]
             pts = [(i, y) for i, y in zip(its, ys) if y is not None]
@@ -1400,20 +1401,24 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         out.append(p)
     return out
 
-def _heldout_plot(ax, rows: list[dict]):
-    """The held-out win rate with its 90% interval as error bars: the base model at x = -1 ('base'), then each
-    evaluation after its iteration's update."""
+def plot_heldout(rows: list[dict], ax=None):
+    """The held-out win rate of a run's metric `rows` with its 90% interval as error bars, on `ax` (default: a new
+    figure's): the base model at x = -1 ('base'), then each evaluation after its iteration's update."""
+    if ax is None:
+        import matplotlib.pyplot as plt
+        ax = plt.subplots(figsize=(5, 3))[1]
     pts = [(-1, r['win_rate_heldout_origin'], r['heldout_origin_lo'], r['heldout_origin_hi']) for r in rows[:1]
            if r.get('win_rate_heldout_origin') is not None]
     pts += [(r['iteration'], r['win_rate_heldout'], r['heldout_lo'], r['heldout_hi']) for r in rows
             if r.get('win_rate_heldout') is not None]
-    if not pts: return
+    if not pts: return ax
     xs, ys, lo, hi = zip(*pts)
     ax.errorbar(xs, ys, yerr=[[y - a for y, a in zip(ys, lo)], [b - y for y, b in zip(ys, hi)]], marker='o', capsize=3,
                 label='held-out win rate, 90% interval')
     ticks = sorted({*xs, *(r['iteration'] for r in rows)})
     ax.set_xticks(ticks, ['base' if t == -1 else str(t) for t in ticks])
     ax.set_ylim(0, max(0.05, min(1.0, max(hi) * 1.15)))
+    return ax
 
 # %% ../nbs/16_selfplay.ipynb #8e4204d5
 class Run:

@@ -19,7 +19,8 @@ SMALL = {
     'sandbox': ['--steps', '50', '--admissions', '1'],
     'selfplay': ['--set', 'selfplay.designs_per_iteration=1', '--set', 'designer.max_new_tokens=16', '--set', 'selfplay.replay_envs=1',
                  '--set', 'rollout.max_turns=1', '--set', 'rollout.max_new_tokens=8', '--set', 'hints.max_new_tokens=8',
-                 '--set', 'selfplay.heldout=[CaesarEnv]', '--set', 'selfplay.eval_seeds=1', '--profile', 'prof.out'],
+                 '--set', 'selfplay.heldout=[CaesarEnv]', '--set', 'selfplay.eval_seeds=1', '--set', 'selfplay.seeds_per_env=2',
+                 '--profile', 'prof.out'],
     'threads': ['--threads', '1', '--loads', '0', '--batch', '1', '--new-tokens', '4'],
     'designer_probe': ['--designs', '2', '--batch', '2', '--max-new-tokens', '16', '--seeds', '1', '--plays', '1', '--max-turns', '2', '--turn-tokens', '8'],
 }
