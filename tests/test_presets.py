@@ -12,7 +12,7 @@ from spade_nb.selfplay import Run, list_presets, load_config
 def test_every_preset_resolves():
     assert {'tiny-cpu', 'single-gpu'} <= set(list_presets())
     tiny, gpu = load_config('tiny-cpu'), load_config('single-gpu')
-    assert tiny.llm.model == 'embedded' and tiny.selfplay.iterations == 3
+    assert tiny.llm.model == 'embedded' and tiny.selfplay.iterations == 2
     assert gpu.llm.model == 'Qwen/Qwen3-4B-Instruct-2507' and gpu.llm.dtype == 'bfloat16'
     assert gpu.llm.backend == 'vllm' and tiny.llm.backend == 'hf' and gpu.trainer.lora_r <= gpu.llm.engine.max_lora_rank
     rg = [h for h in gpu.selfplay.heldout if h.startswith('rg:')]
