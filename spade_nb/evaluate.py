@@ -903,6 +903,7 @@ def rg_levels(level: int | None = None) -> dict:
     if level is not None and level < 0: raise ConfigError('level', f'must be 0 or more, got {level}')
     return dict(RG_LEVELS) if level is None else {d: level for d in RG_LEVELS}
 
+# %% ../nbs/19_evaluate.ipynb #008d9537
 def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens, progress=None,
                  rg_level=None) -> list[ItemScore]:
     kind, _, arg = s.partition(':')

@@ -552,6 +552,7 @@ def model_path(cfg: LLMConfig) -> str | Path:
     from spade_nb.offline import resolve_offline
     return embedded_model_path() if is_embedded(cfg.model) else (resolve_offline(cfg.model) or cfg.model)
 
+# %% ../nbs/02_llm.ipynb #a7580e26
 def load_hf_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     """The HF policy `cfg` names (the embedded default, a local folder, or a hub id, the usual way, or its installed
     offline copy); `spade_nb.policy.load_policy` puts an engine in front of it."""

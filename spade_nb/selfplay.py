@@ -1063,7 +1063,8 @@ def heldout_verdict(rows: list[dict]) -> str | None:
     o, olo, ohi = first['win_rate_heldout_origin'], first['heldout_origin_lo'], first['heldout_origin_hi']
     f, lo, hi = last['win_rate_heldout'], last['heldout_lo'], last['heldout_hi']
     where = ("above the base model's: the agent got better" if lo > ohi else
-             "below the base model's: the agent got worse" if hi < olo else "overlapping the base model's: no clear change")
+             "below the base model's: the agent got worse" if hi < olo else
+             "overlapping the base model's: no clear change")
     return (f'base model {o:.3f} [{olo:.3f}, {ohi:.3f}] -> after iteration {last["iteration"]} {f:.3f} [{lo:.3f}, '
             f'{hi:.3f}] ({last["heldout_episodes"]} episodes each, 90% intervals): {where}')
 
@@ -1132,6 +1133,7 @@ def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -
     readmit_stale(memory, cfg.admission, seeds.numpy('readmit'))
     return RunParts(policy, trainer, corpus, memory, heldout, notes)
 
+# %% ../nbs/16_selfplay.ipynb #7ee3079d
 def _seed_memory(memory: EnvMemory, heldout: dict[str, HeldoutEnv], cfg: RunConfig, rng) -> list[str]:
     """A fresh memory's environments (`selfplay.train_envs`), admitted and protected; what a user should know of them.
     reasoning-gym ones are drawn far from the held-out items (generation seed `heldout_seed` + 10**6: item k of seed s

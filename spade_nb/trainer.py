@@ -60,7 +60,7 @@ class TrainerConfig(Config):
     # (GRPO's group, one prompt: needs selfplay.plays >= 2)
     agent_baseline: Literal['env', 'seed'] = 'env'
     epochs: int = 1  # passes over an update's samples (TRL's num_iterations)
-    minibatches: int = 1  # optimizer steps per pass, each on a shuffled share of the samples (TRL's steps_per_generation)
+    minibatches: int = 1  # optimizer steps a pass, each on a shuffled share of the samples (TRL: steps_per_generation)
     _moved = ({'temperature': 'removed: each Sample carries the temperature it was sampled at, and the trainer uses '
                               'that'})
     micro_batch_tokens: int = 4096  # padded tokens per forward/backward
