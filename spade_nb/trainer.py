@@ -237,6 +237,7 @@ class Trainer:
         self.sched = get_scheduler(name, self.opt, num_warmup_steps=self.cfg.warmup_steps,
                                    num_training_steps=self.cfg.total_steps)
         self.step, self._old = 0, None  # `_old`: the log-probs an update started from (`_start_logps`)
+        self.updates = 0  # `train_step`s that stepped: the adapter's version (`step` counts optimizer steps)
         policy.model = self.model
         policy.model.eval()
 
@@ -465,6 +466,7 @@ def train_step(self: Trainer, samples: Sequence[Sample]) -> dict:
     self._old = self._start_logps(samples) if len(parts) > 1 else None
     try: steps = [m for p in parts if (m := self._optimizer_step(p)) is not None]
     finally: self._old = None
+    self.updates += 1
     first = steps[0]  # gradient norms and the behaviour gap: at the policy that sampled
     for k in ('loss_agent', 'loss_designer', 'kl'): metrics[k] = float(np.mean([m[k] for m in steps]))
     metrics['loss'] = metrics['loss_agent'] + metrics['loss_designer']
@@ -586,7 +588,7 @@ def _publish(self: Trainer):
     """Hand the new adapter version to the backend (in-process it is the same model: only the version moves); sharded,
     its LoRA weights gathered whole (every process takes part) for rank 0's engine to save."""
     self.policy.model = self.model
-    self.policy.adapter_version = self.step or None  # an adapter never updated is the base model
+    self.policy.adapter_version = self.updates or None  # an adapter never updated is the base model
     if self.sharded:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
         opts = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
@@ -622,7 +624,7 @@ def _write(self: Trainer, path: Path, trainable: dict, optim: dict):
     save_file({'torch_cpu': torch.get_rng_state()}, path/'rng.safetensors')
     np_state = np.random.get_state()
     (path/'state.json').write_text(json.dumps({
-        'step': self.step, 'scheduler': self.sched.state_dict(), 'config': self.cfg.to_dict(),
+        'step': self.step, 'updates': self.updates, 'scheduler': self.sched.state_dict(), 'config': self.cfg.to_dict(),
         'numpy': [np_state[0], np_state[1].tolist(), *np_state[2:]], 'python': _py_state(random.getstate())}))
 
 # %% ../nbs/15_trainer.ipynb #2c66afdf
@@ -650,7 +652,7 @@ def load(self: Trainer, path: str | Path):
         self.opt.load_state_dict(torch.load(path/'optimizer.pt', weights_only=True))
     st = json.loads((path/'state.json').read_text())
     self.sched.load_state_dict(st['scheduler'])
-    self.step = st['step']
+    self.step, self.updates = st['step'], st.get('updates', st['step'])  # before 'updates': one step an update
     torch.set_rng_state(load_file(path/'rng.safetensors')['torch_cpu'])
     n = st['numpy']; np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
     random.setstate(_py_unstate(st['python']))
