@@ -220,7 +220,9 @@ def _eval(args) -> int:
     from spade_nb.llm import LLMConfig
     from spade_nb.policy import load_policy
     from spade_nb.tracking import check_report_to
+    from spade_nb.rollout import RolloutConfig
     suites = check_suites(args.suite.split(','))  # before any weights load
+    RolloutConfig(demonstrations=args.demonstrations)
     report_to = check_report_to(args.report_to.split(',') if args.report_to else [])
     if args.run_dir:
         cfg, adapter = _run_adapter(args.run_dir, args.checkpoint,
@@ -228,7 +230,7 @@ def _eval(args) -> int:
         llm = cfg.llm.replace(adapter=adapter)
     else: llm, adapter = LLMConfig(model=args.model or 'embedded', trust_remote_code=args.trust_remote_code), None
     r = evaluate(load_policy(llm), suites, model=llm.model, adapter=adapter, limit=args.limit, seed=args.seed,
-                 max_new_tokens=args.max_new_tokens, rg_level=args.level)
+                 max_new_tokens=args.max_new_tokens, rg_level=args.level, demonstrations=args.demonstrations)
     print(markdown_table(r))
     if args.out: print('written: ' + ', '.join(map(str, write_result(r, args.out))))
     if report_to: _track_eval(r, report_to, args, adapter)
@@ -311,6 +313,9 @@ def _eval_options(ev: argparse.ArgumentParser):
     ev.add_argument('--level', type=int, default=None,
                     help="every rg dataset at this curriculum level (0: the easiest; default: each dataset's own, "
                          'spade_nb.evaluate.RG_LEVELS)')
+    ev.add_argument('--demonstrations', type=int, default=0,
+                    help="format demonstrations before each played item, 0 to 2 (as a run's rollout.demonstrations; "
+                         'default none)')
     ev.add_argument('--seed', type=int, default=0)
     ev.add_argument('--max-new-tokens', type=int, default=512,
                     help='per completion (humaneval, math) or per move (bfcl, games)')
@@ -333,7 +338,7 @@ def _experiment(args) -> int:
     spec = ExperimentSpec([a.strip() for a in args.arms.split(',') if a.strip()], preset=args.preset,
                           config=args.config, overrides=args.set or [], seeds=args.seeds,
                           suites=[s.strip() for s in args.suites.split(',') if s.strip()], limit=args.limit,
-                          eval_seed=args.eval_seed, max_new_tokens=args.max_new_tokens)
+                          eval_seed=args.eval_seed, max_new_tokens=args.max_new_tokens, rg_level=args.level)
     run_experiment(spec, args.out or f'experiments/{base_config(spec).name}')
     return 0
 
@@ -347,6 +352,8 @@ def _experiment_options(ex: argparse.ArgumentParser):
     ex.add_argument('--limit', type=int, default=None, help='items per suite (per dataset; per group for rg)')
     ex.add_argument('--eval-seed', type=int, default=0, help='the evaluation items (the same for every arm)')
     ex.add_argument('--max-new-tokens', type=int, default=512, help='per completion or move, in evaluation')
+    ex.add_argument('--level', type=int, default=None,
+                    help="every rg dataset at this curriculum level in evaluation (default: spade eval's own)")
     ex.add_argument('--out', default=None, help='the experiment folder (default experiments/<preset name>)')
     ex.set_defaults(run=_experiment)
 

@@ -129,8 +129,9 @@ RG_LEVELS = {  # curriculum level of each dataset (see above); the maximum where
 # %% ../nbs/19_evaluate.ipynb #e2e0dd5d
 def score_rg(policy, *, limit: int | None = None, seed: int = 0, attempts: int = 2, levels: dict | None = None,
              max_new_tokens: int = 512, rollout: RolloutConfig | None = None,
-             limits: SandboxLimits | None = None, progress=None) -> list[ItemScore]:
-    "Play the `rg` suite: each group's datasets (at `levels`, default `RG_LEVELS`) as environments, without hints."
+             limits: SandboxLimits | None = None, progress=None, demonstrations: int = 0) -> list[ItemScore]:
+    """Play the `rg` suite: each group's datasets (at `levels`, default `RG_LEVELS`) as environments, without hints
+    (`demonstrations`: the rollout's format demonstrations, 0 to 2, as `RolloutConfig.demonstrations`)."""
     jobs, group, levels = [], {}, RG_LEVELS if levels is None else levels
     for g, counts in rg_counts(limit).items():
         for d, n in counts.items():
@@ -138,7 +139,8 @@ def score_rg(policy, *, limit: int | None = None, seed: int = 0, attempts: int =
                                  max_answer_chars=RG_MAX_ANSWER_CHARS)
             jobs.append(EnvJob(f'rg:{d}', code, seeds=list(range(n))))
             group[f'rg:{d}'] = g
-    cfg = rollout or RolloutConfig(max_turns=attempts, max_new_tokens=max_new_tokens, replays=0, audit=0)
+    cfg = rollout or RolloutConfig(max_turns=attempts, max_new_tokens=max_new_tokens, replays=0, audit=0,
+                                   demonstrations=demonstrations)
     res = play(policy, jobs, cfg, seed=seed, limits=limits, progress=progress)
     return episode_scores(jobs, res, 'rg', group.get, lambda k, s: f'{k[3:]}#{s}')
 
@@ -830,12 +832,13 @@ def memory_envs(path: str | Path) -> dict[str, str]:
     with EnvMemory(p) as m: return {f'memory:{r.id}': r.code for r in m.records()}
 
 def score_memory(policy, path, *, limit: int | None = None, seed: int = 0, rollout: RolloutConfig | None = None,
-                 limits: SandboxLimits | None = None, max_new_tokens: int = 512, progress=None) -> list[ItemScore]:
+                 limits: SandboxLimits | None = None, max_new_tokens: int = 512, progress=None,
+                 demonstrations: int = 0) -> list[ItemScore]:
     "Play each environment on `limit` (default 4) seeds drawn from `seed`, without hints."
     rng = np.random.default_rng(seed)
     jobs = [EnvJob(k, code, seeds=[int(x) for x in rng.integers(0, 2**31, limit or 4)])
             for k, code in memory_envs(path).items()]
-    cfg = rollout or RolloutConfig(max_new_tokens=max_new_tokens, replays=0, audit=0)
+    cfg = rollout or RolloutConfig(max_new_tokens=max_new_tokens, replays=0, audit=0, demonstrations=demonstrations)
     res = play(policy, jobs, cfg, seed=seed, limits=limits, progress=progress)
     return episode_scores(jobs, res, 'memory', lambda k: 'memory', lambda k, s: f'{k[7:]}#{s}')
 
@@ -905,40 +908,47 @@ def rg_levels(level: int | None = None) -> dict:
 
 # %% ../nbs/19_evaluate.ipynb #008d9537
 def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens, progress=None,
-                 rg_level=None) -> list[ItemScore]:
+                 rg_level=None, demonstrations=0) -> list[ItemScore]:
     kind, _, arg = s.partition(':')
     common = dict(limit=limit, seed=seed, max_new_tokens=max_new_tokens)
     played = dict(common, limits=limits, progress=progress)
-    if kind == 'rg': return score_rg(policy, rollout=rollout, levels=rg_levels(rg_level), **played)
+    if kind == 'rg':
+        return score_rg(policy, rollout=rollout, levels=rg_levels(rg_level), demonstrations=demonstrations, **played)
     if kind == 'bfcl': return score_bfcl(policy, **played)
     if kind == 'humaneval': return score_humaneval(policy, **played)
     if kind == 'games': return score_games(policy, **played)
     if kind == 'math' and arg: return score_math(policy, arg, **common)
-    if kind == 'memory' and arg: return score_memory(policy, arg, rollout=rollout, **played)
+    if kind == 'memory' and arg:
+        return score_memory(policy, arg, rollout=rollout, demonstrations=demonstrations, **played)
     raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
 
 def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = None, limit: int | None = None,
              seed: int = 0, rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None,
-             max_new_tokens: int = 512, progress=print, bars: bool = True, rg_level: int | None = None) -> EvalResult:
+             max_new_tokens: int = 512, progress=print, bars: bool = True, rg_level: int | None = None,
+             demonstrations: int = 0) -> EvalResult:
     """Score `policy` on `suites` (names of `SUITES`, with their file or path after a colon), a progress bar each
-    (`bars`); `rg_level`: every `rg` dataset at that curriculum level (`rg_levels`). A transformers policy keeps each
-    conversation's prefix within a suite (`HFPolicy.prefix_caching`)."""
+    (`bars`); `rg_level`: every `rg` dataset at that curriculum level (`rg_levels`); `demonstrations`: the played
+    suites' format demonstrations (as the loop's `rollout.demonstrations`; 0, spade eval's default, is none). A
+    transformers policy keeps each conversation's prefix within a suite (`HFPolicy.prefix_caching`)."""
     import time
     from spade_nb.llm import kept_prefixes
     levels, items = rg_levels(rg_level), []  # a bad level stops before anything plays
+    RolloutConfig(demonstrations=demonstrations)  # as does a bad number of demonstrations
     for s in check_suites(suites):
         progress(f'suite {s}: playing')
         t = time.time()
         with kept_prefixes(policy), _bar(s, bars) as tick:
             got = _score_suite(policy, s, limit=limit, seed=seed, rollout=rollout, limits=limits,
-                               max_new_tokens=max_new_tokens, progress=tick, rg_level=rg_level)
+                               max_new_tokens=max_new_tokens, progress=tick, rg_level=rg_level,
+                               demonstrations=demonstrations)
         items += got
         scored = [x.score for x in got if x.dropped is None]
         mean, lost = np.mean(scored) if scored else float('nan'), len(got) - len(scored)
         progress(f'suite {s}: {len(scored)} items, mean {mean:.3f}' + (f', {lost} dropped' if lost else '')
                  + f', {time.time() - t:.0f} s')
     settings = {'max_new_tokens': max_new_tokens, **({'rg_levels': levels} if 'rg' in suites else {}),
-                **({'bfcl_steps': BFCL_STEPS} if 'bfcl' in suites else {})}
+                **({'bfcl_steps': BFCL_STEPS} if 'bfcl' in suites else {}),
+                **({'demonstrations': demonstrations} if demonstrations else {})}
     return EvalResult(model, adapter, seed, limit, suite_scores(items), items, _versions(), _commit(), settings)
 
 @contextlib.contextmanager

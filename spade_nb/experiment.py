@@ -21,8 +21,8 @@ from .core import ConfigError
 __all__ = ['ARMS', 'ExperimentSpec', 'base_config', 'matched_envs', 'run_name', 'arm_config', 'open_experiment', 'read_spec',
            'run_arms', 'score_arms', 'read_evals', 'read_result', 't90', 'mean_interval', 'item_scores', 'groups',
            'curve_points', 'paired_difference', 'arm_rows', 'budget', 'designer_summary', 'plot_curves',
-           'plot_diversity', 'final_table', 'cost_lines', 'designer_lines', 'write_report', 'track_evals',
-           'run_experiment']
+           'plot_diversity', 'final_table', 'cost_lines', 'designer_lines', 'heldout_points', 'heldout_lines',
+           'write_report', 'track_evals', 'run_experiment']
 
 # %% ../nbs/19a_experiment.ipynb #b6f5762b
 ARMS = {
@@ -45,14 +45,16 @@ class ExperimentSpec:
     limit: int | None = None  # items per suite (per dataset; per group for rg)
     eval_seed: int = 0  # the evaluation items: the same for every arm and snapshot
     max_new_tokens: int = 512  # per completion or move, in evaluation
+    rg_level: int | None = None  # every rg dataset at this curriculum level (None: `RG_LEVELS`, spade eval's own)
 
     def __post_init__(self):
         for a in self.arms:
             if a not in ARMS: raise ConfigError('arms', f'unknown arm {a!r}; known: {", ".join(ARMS)}')
         if len(set(self.arms)) != len(self.arms) or not self.arms: raise ConfigError('arms', 'name each arm once')
         if self.seeds < 1: raise ConfigError('seeds', 'must be at least 1')
-        from spade_nb.evaluate import check_suites
+        from spade_nb.evaluate import check_suites, rg_levels
         check_suites(self.suites)
+        rg_levels(self.rg_level)  # a bad level stops before anything runs
 
 # %% ../nbs/19a_experiment.ipynb #e6df873d
 def base_config(spec: ExperimentSpec):
@@ -128,7 +130,8 @@ def _score(spec: ExperimentSpec, llm, path: Path, model: str, adapter: str | Non
     from spade_nb.policy import load_policy
     policy = (load or load_policy)(llm)
     r = evaluate(policy, spec.suites, model=model, adapter=adapter, limit=spec.limit, seed=spec.eval_seed,
-                 max_new_tokens=spec.max_new_tokens, progress=log, bars=False)
+                 max_new_tokens=spec.max_new_tokens, progress=log, bars=False, rg_level=spec.rg_level,
+                 demonstrations=base_config(spec).rollout.demonstrations)  # scored as the arms played
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix('.tmp')
     tmp.write_text(json.dumps(asdict(r)))
@@ -406,6 +409,32 @@ def designer_lines(out: Path, spec: ExperimentSpec) -> list[str]:
     return _table(['arm', 'admitted', 'distinct behaviours', 'similarity', 'mean regret', 'rewarded', 'masked',
                    'reward components'], rows)
 
+# %% ../nbs/19a_experiment.ipynb #bf34689e
+def heldout_points(runs: list[list[dict]]) -> list[tuple]:
+    """(iterations trained, mean, low, high, seeds) of the runs' own held-out win rate: the base model at 0 (the
+    origin each run measured), then after each evaluated iteration every seed has; one seed: its Wilson interval,
+    several: Student's t over the seeds."""
+    series = []
+    for rows in runs:
+        first = next((r for r in rows if r.get('win_rate_heldout_origin') is not None), None)
+        s = {0: (first['win_rate_heldout_origin'], first['heldout_origin_lo'], first['heldout_origin_hi'])} if first else {}
+        s.update({r['iteration'] + 1: (r['win_rate_heldout'], r['heldout_lo'], r['heldout_hi'])
+                  for r in rows if r.get('win_rate_heldout') is not None})
+        series.append(s)
+    out = []
+    for i in sorted(set.intersection(*map(set, series))) if series else []:
+        got = [s[i] for s in series]
+        out.append((i, *(got[0] if len(got) == 1 else mean_interval([g[0] for g in got])), len(got)))
+    return out
+
+def heldout_lines(out: Path, spec: ExperimentSpec) -> list[str]:
+    "The held-out table's lines: each arm's `heldout_points`, a column per iterations trained."
+    pts = {arm: heldout_points(arm_rows(out, spec, arm)) for arm in spec.arms}
+    its = sorted({p[0] for ps in pts.values() for p in ps})
+    cell = lambda p: f'{p[1]:.3f} [{_f(p[2])}, {_f(p[3])}]' if p else '-'
+    rows = [[arm, *(cell(next((p for p in ps if p[0] == i), None)) for i in its)] for arm, ps in pts.items()]
+    return _table(['arm', *('base model' if i == 0 else f'after {i}' for i in its)], rows)
+
 # %% ../nbs/19a_experiment.ipynb #945dd0d4
 def write_report(out: str | Path) -> Path:
     "report.md and plots/ from what the experiment folder holds now."
@@ -422,13 +451,20 @@ def write_report(out: str | Path) -> Path:
             + f'; {base.selfplay.iterations} iteration' + 's' * (base.selfplay.iterations != 1)
             + f'; suites {", ".join(spec.suites)}'
             + (f' (limit {spec.limit})' if spec.limit else '') + f', evaluation seed {spec.eval_seed}, '
-            f'{spec.max_new_tokens} new tokens a move.', '',
+            f'{spec.max_new_tokens} new tokens a move'
+            + (f', every rg dataset at level {spec.rg_level}' if spec.rg_level is not None and 'rg' in spec.suites else '')
+            + (f', {demos} format demonstrations as in training' if (demos := base.rollout.demonstrations) else '')
+            + '.', '',
             f'Matched: iterations (one agent update each, unless all its rewards were equal), and '
             f'{matched_envs(base)} environments played by the agent an iteration (agent '
             'episodes and samples per update below). Not matched: tokens and seconds. Fixed pool: ' + pool
             + ' (the reference used 7,872 validated environments). ' + cover + '.', '',
             '## Final scores', '', *final_table(spec, evals), '',
             *[f'![{p.stem}](plots/{p.name})' for p in curves], '',
+            "## Held-out win rate (each run's own)", '',
+            f"{', '.join(base.selfplay.heldout)}: {base.selfplay.eval_seeds} episodes an environment, no hints, the "
+            'same items in every run; 90% intervals (one seed: Wilson; several: Student t over the seeds).', '',
+            *heldout_lines(out, spec), '',
             '## Budget and cost (per run, summed over iterations)', '', *cost_lines(out, spec), '',
             '## The designer', '', *designer_lines(out, spec), '', f'![diversity](plots/{div.name})', '']
     path = out/'report.md'
