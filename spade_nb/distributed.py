@@ -83,8 +83,11 @@ class RankZeroTrainer:
         from spade_nb.trainer import compute_advantages
         stats = {}
         if any(s.advantage is None for s in samples):
-            samples, stats = compute_advantages(samples, designer_scale=self.trainer.cfg.designer_adv_scale)
-        broadcast_json({'op': 'train', 'samples': samples_to_json(samples)})
+            samples, stats = compute_advantages(samples, designer_scale=self.trainer.cfg.designer_adv_scale,
+                                                baseline=self.trainer.cfg.agent_baseline)
+        # the TIS cap rank 0 resolved (an engine samples here, not on the followers): every rank's loss is the same one,
+        # and a collective that depends on it (`_start_logps`) runs on every rank or on none
+        broadcast_json({'op': 'train', 'samples': samples_to_json(samples), 'tis_cap': self.trainer.tis_cap})
         return {**self.trainer.train_step(shard(samples, *world())), **stats}
 
     def save(self, path):
@@ -114,6 +117,7 @@ def follow(trainer) -> int:
         op = msg.get('op')
         if op == 'stop': return steps
         if op == 'train':
+            trainer.tis_cap = msg.get('tis_cap', trainer.tis_cap)
             trainer.train_step(shard(samples_from_json(msg['samples']), rank, size))
             steps += 1
         elif op == 'save': trainer.save(msg['path'])

@@ -1,7 +1,8 @@
 """The loop on two processes under `accelerate launch`: rank 0 runs it, both train, and the run is one process's.
 
 Two CPU processes (gloo) run the scripted loop of `tests/test_selfplay.py` for an iteration: rank 0 designs, admits,
-plays and writes the run directory, rank 1 trains on its shard of the update. A single process then resumes the
+plays and writes the run directory, rank 1 trains on its shard of the update (with the TIS cap rank 0's engine would set: the followers' own is off). A
+single process then resumes the
 two-process run's checkpoint for the second iteration, and the metric rows equal an uninterrupted single-process run's
 (float columns to float rounding: the two processes sum the same gradient in another order).
 """
@@ -25,10 +26,12 @@ cfg = load_config('tiny-cpu', overrides=FAST_RUN)
 init_distributed()
 pol = scripted_policy(stateless_script(known_good_design('GridWalkEnv')))
 if world()[0] != 0:
-    print(f'rank {world()[0]} trained', follow(Trainer(pol, cfg.trainer)), 'updates', flush=True)
+    tr = Trainer(pol, cfg.trainer)
+    print(f'rank {world()[0]} trained', follow(tr), 'updates with TIS cap', tr.tis_cap, flush=True)
 else:
     sp = SelfPlay.start(cfg, run_dir, policy=pol) if mode == 'start' else SelfPlay.resume(run_dir, policy=pol)
     assert isinstance(sp.trainer, RankZeroTrainer) == (world()[1] > 1), (sp.trainer, world())
+    getattr(sp.trainer, 'trainer', sp.trainer).tis_cap = 2.0  # as when an engine samples on rank 0 (followers: 'auto' is off)
     sp.run(iterations=n)
     if isinstance(sp.trainer, RankZeroTrainer): sp.trainer.stop()
 '''
@@ -57,7 +60,7 @@ def test_two_processes_run_the_loop_as_one_and_resume_on_one(tmp_path):
     script.write_text(SCRIPT)
     _alone(script, 'start', tmp_path/'one', 2)
     out = launch_two(script, 'start', tmp_path/'two', 1)
-    assert 'rank 1 trained 1 updates' in out, out[-2000:]
+    assert 'rank 1 trained 1 updates with TIS cap 2.0' in out, out[-2000:]  # rank 0's, not its own
     assert len(Run.read_metrics(tmp_path/'two')) == 1
     out = _alone(script, 'resume', tmp_path/'two', 1)  # a checkpoint of two processes, resumed on one
     assert 'resuming' in out
