@@ -22,7 +22,7 @@ __all__ = ['ARMS', 'ExperimentSpec', 'base_config', 'matched_envs', 'run_name', 
            'run_arms', 'score_arms', 'read_evals', 'read_result', 't90', 'mean_interval', 'item_scores', 'groups',
            'curve_points', 'paired_difference', 'arm_rows', 'budget', 'designer_summary', 'plot_curves',
            'plot_diversity', 'final_table', 'cost_lines', 'designer_lines', 'heldout_points', 'heldout_lines',
-           'write_report', 'track_evals', 'run_experiment']
+           'plot_heldout', 'write_report', 'track_evals', 'run_experiment']
 
 # %% ../nbs/19a_experiment.ipynb #b6f5762b
 ARMS = {
@@ -412,8 +412,8 @@ def designer_lines(out: Path, spec: ExperimentSpec) -> list[str]:
 # %% ../nbs/19a_experiment.ipynb #bf34689e
 def heldout_points(runs: list[list[dict]]) -> list[tuple]:
     """(iterations trained, mean, low, high, seeds) of the runs' own held-out win rate: the base model at 0 (the
-    origin each run measured), then after each evaluated iteration every seed has; one seed: its Wilson interval,
-    several: Student's t over the seeds."""
+    origin each run measured: the same model on the same items, so its Wilson interval), then after each evaluated
+    iteration every seed has; one seed: its Wilson interval, several: Student's t over the seeds."""
     series = []
     for rows in runs:
         first = next((r for r in rows if r.get('win_rate_heldout_origin') is not None), None)
@@ -424,7 +424,7 @@ def heldout_points(runs: list[list[dict]]) -> list[tuple]:
     out = []
     for i in sorted(set.intersection(*map(set, series))) if series else []:
         got = [s[i] for s in series]
-        out.append((i, *(got[0] if len(got) == 1 else mean_interval([g[0] for g in got])), len(got)))
+        out.append((i, *(got[0] if len(got) == 1 or i == 0 else mean_interval([g[0] for g in got])), len(got)))
     return out
 
 def heldout_lines(out: Path, spec: ExperimentSpec) -> list[str]:
@@ -435,14 +435,39 @@ def heldout_lines(out: Path, spec: ExperimentSpec) -> list[str]:
     rows = [[arm, *(cell(next((p for p in ps if p[0] == i), None)) for i in its)] for arm, ps in pts.items()]
     return _table(['arm', *('base model' if i == 0 else f'after {i}' for i in its)], rows)
 
+def plot_heldout(out: Path, spec: ExperimentSpec) -> Path | None:
+    "plots/heldout.png: each arm's `heldout_points` with their intervals shaded (None: no run measured any)."
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    pts = {arm: np.array([p[:4] for p in heldout_points(arm_rows(out, spec, arm))], dtype=float).reshape(-1, 4)
+           for arm in spec.arms}
+    if not any(len(p) for p in pts.values()): return None
+    fig, ax = plt.subplots(figsize=(4.2, 2.8))
+    for arm, p in pts.items():
+        ax.plot(p[:, 0], p[:, 1], marker='o', label=arm, color=_COLORS.get(arm))
+        ax.fill_between(p[:, 0], p[:, 2], p[:, 3], alpha=0.15, color=_COLORS.get(arm))
+    ax.set(title="each run's held-out win rate", xlabel='iterations trained', ylabel='win rate', ylim=(-0.02, 1.02))
+    ax.title.set_fontsize(9)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out/'plots'/'heldout.png'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
 # %% ../nbs/19a_experiment.ipynb #945dd0d4
 def write_report(out: str | Path) -> Path:
     "report.md and plots/ from what the experiment folder holds now."
     out = Path(out)
     spec, evals = read_spec(out), read_evals(out)
     base = base_config(spec)
-    curves, div = plot_curves(out, spec, evals), plot_diversity(out, spec)
-    pool = base.selfplay.fixed_pool_path or 'the admitted training seed environments'
+    curves, div, held = plot_curves(out, spec, evals), plot_diversity(out, spec), plot_heldout(out, spec)
+    pool = (base.selfplay.fixed_pool_path or ', '.join(base.selfplay.train_envs or [])
+            or 'the admitted training seed environments')
     cover = ('One training seed: intervals cover the evaluation items only, not another training seed'
              if spec.seeds == 1 else f'{spec.seeds} training seeds: intervals are Student t over the seeds')
     text = [f'# Experiment: {", ".join(spec.arms)}', '',
@@ -464,7 +489,7 @@ def write_report(out: str | Path) -> Path:
             "## Held-out win rate (each run's own)", '',
             f"{', '.join(base.selfplay.heldout)}: {base.selfplay.eval_seeds} episodes an environment, no hints, the "
             'same items in every run; 90% intervals (one seed: Wilson; several: Student t over the seeds).', '',
-            *heldout_lines(out, spec), '',
+            *heldout_lines(out, spec), '', *([f'![heldout](plots/{held.name})', ''] if held else []),
             '## Budget and cost (per run, summed over iterations)', '', *cost_lines(out, spec), '',
             '## The designer', '', *designer_lines(out, spec), '', f'![diversity](plots/{div.name})', '']
     path = out/'report.md'
