@@ -417,7 +417,8 @@ def heldout_points(runs: list[list[dict]]) -> list[tuple]:
     series = []
     for rows in runs:
         first = next((r for r in rows if r.get('win_rate_heldout_origin') is not None), None)
-        s = {0: (first['win_rate_heldout_origin'], first['heldout_origin_lo'], first['heldout_origin_hi'])} if first else {}
+        keys = ('win_rate_heldout_origin', 'heldout_origin_lo', 'heldout_origin_hi')
+        s = {0: tuple(first[k] for k in keys)} if first else {}
         s.update({r['iteration'] + 1: (r['win_rate_heldout'], r['heldout_lo'], r['heldout_hi'])
                   for r in rows if r.get('win_rate_heldout') is not None})
         series.append(s)
@@ -477,7 +478,7 @@ def write_report(out: str | Path) -> Path:
             + f'; suites {", ".join(spec.suites)}'
             + (f' (limit {spec.limit})' if spec.limit else '') + f', evaluation seed {spec.eval_seed}, '
             f'{spec.max_new_tokens} new tokens a move'
-            + (f', every rg dataset at level {spec.rg_level}' if spec.rg_level is not None and 'rg' in spec.suites else '')
+            + (f', every rg dataset at level {lv}' if (lv := spec.rg_level) is not None and 'rg' in spec.suites else '')
             + (f', {demos} format demonstrations as in training' if (demos := base.rollout.demonstrations) else '')
             + '.', '',
             f'Matched: iterations (one agent update each, unless all its rewards were equal), and '
