@@ -299,6 +299,15 @@ def designer_summary(runs: list[list[dict]]) -> dict:
 _COLORS = {'spade': 'tab:blue', 'fixed-pool': 'tab:orange', 'no-corpus': 'tab:green', 'no-memory': 'tab:red',
            'no-designer-training': 'tab:purple'}
 
+def _save_fig(fig, path: Path) -> Path:
+    "Write `fig` to `path` (its folder made) and close it."
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
 def plot_curves(out: Path, spec: ExperimentSpec, evals: dict) -> list[Path]:
     "plots/curves-<suite>.png for each suite."
     import matplotlib
@@ -322,11 +331,7 @@ def plot_curves(out: Path, spec: ExperimentSpec, evals: dict) -> list[Path]:
             ax.set_ylim(-0.02, 1.02)
         axes[0][0].set_ylabel('score')
         axes[0][-1].legend(fontsize=7)
-        fig.tight_layout()
-        paths.append(out/'plots'/f'curves-{suite.replace(":", "_").replace("/", "_")}.png')
-        paths[-1].parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(paths[-1], dpi=80)
-        plt.close(fig)
+        paths.append(_save_fig(fig, out/'plots'/f'curves-{suite.replace(":", "_").replace("/", "_")}.png'))
     return paths
 
 def plot_diversity(out: Path, spec: ExperimentSpec) -> Path:
@@ -349,12 +354,7 @@ def plot_diversity(out: Path, spec: ExperimentSpec) -> Path:
         ax.set_xlabel('iteration')
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     a.legend(fontsize=7)
-    fig.tight_layout()
-    path = out/'plots'/'diversity.png'
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return _save_fig(fig, out/'plots'/'diversity.png')
 
 # %% ../nbs/19a_experiment.ipynb #abf5c470
 def _f(x, d=3) -> str: return '-' if x is None or (isinstance(x, float) and math.isnan(x)) else f'{x:.{d}f}'
@@ -453,12 +453,7 @@ def plot_heldout(out: Path, spec: ExperimentSpec) -> Path | None:
     ax.title.set_fontsize(9)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out/'plots'/'heldout.png'
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return _save_fig(fig, out/'plots'/'heldout.png')
 
 # %% ../nbs/19a_experiment.ipynb #945dd0d4
 def write_report(out: str | Path) -> Path:
