@@ -125,13 +125,14 @@ def run_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None = N
     return done
 
 # %% ../nbs/19a_experiment.ipynb #12208145
-def _score(spec: ExperimentSpec, llm, path: Path, model: str, adapter: str | None, load: Callable | None, log):
+def _score(spec: ExperimentSpec, llm, path: Path, model: str, adapter: str | None, load: Callable | None, log,
+           demonstrations: int = 0):
     from spade_nb.evaluate import evaluate
     from spade_nb.policy import load_policy
     policy = (load or load_policy)(llm)
     r = evaluate(policy, spec.suites, model=model, adapter=adapter, limit=spec.limit, seed=spec.eval_seed,
                  max_new_tokens=spec.max_new_tokens, progress=log, bars=False, rg_level=spec.rg_level,
-                 demonstrations=base_config(spec).rollout.demonstrations)  # scored as the arms played
+                 demonstrations=demonstrations)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix('.tmp')
     tmp.write_text(json.dumps(asdict(r)))
@@ -156,7 +157,8 @@ def score_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None =
     for llm, path, who in jobs:
         if path.is_file(): continue
         log(f'experiment: scoring {who or "the base model"}' + (f' at {path.stem}' if who else ''))
-        _score(spec, llm, path, llm.model, llm.adapter, load, log)
+        _score(spec, llm, path, llm.model, llm.adapter, load, log,
+               demonstrations=base.rollout.demonstrations)  # scored as the arms played
         n += 1
     return n
 
@@ -428,22 +430,20 @@ def heldout_points(runs: list[list[dict]]) -> list[tuple]:
         out.append((i, *(got[0] if len(got) == 1 or i == 0 else mean_interval([g[0] for g in got])), len(got)))
     return out
 
-def heldout_lines(out: Path, spec: ExperimentSpec) -> list[str]:
-    "The held-out table's lines: each arm's `heldout_points`, a column per iterations trained."
-    pts = {arm: heldout_points(arm_rows(out, spec, arm)) for arm in spec.arms}
+def heldout_lines(pts: dict[str, list[tuple]]) -> list[str]:
+    "The held-out table's lines from each arm's `heldout_points`, a column per iterations trained."
     its = sorted({p[0] for ps in pts.values() for p in ps})
     cell = lambda p: f'{p[1]:.3f} [{_f(p[2])}, {_f(p[3])}]' if p else '-'
     rows = [[arm, *(cell(next((p for p in ps if p[0] == i), None)) for i in its)] for arm, ps in pts.items()]
     return _table(['arm', *('base model' if i == 0 else f'after {i}' for i in its)], rows)
 
-def plot_heldout(out: Path, spec: ExperimentSpec) -> Path | None:
+def plot_heldout(out: Path, points: dict[str, list[tuple]]) -> Path | None:
     "plots/heldout.png: each arm's `heldout_points` with their intervals shaded (None: no run measured any)."
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
-    pts = {arm: np.array([p[:4] for p in heldout_points(arm_rows(out, spec, arm))], dtype=float).reshape(-1, 4)
-           for arm in spec.arms}
+    pts = {arm: np.array([p[:4] for p in ps], dtype=float).reshape(-1, 4) for arm, ps in points.items()}
     if not any(len(p) for p in pts.values()): return None
     fig, ax = plt.subplots(figsize=(4.2, 2.8))
     for arm, p in pts.items():
@@ -461,7 +461,8 @@ def write_report(out: str | Path) -> Path:
     out = Path(out)
     spec, evals = read_spec(out), read_evals(out)
     base = base_config(spec)
-    curves, div, held = plot_curves(out, spec, evals), plot_diversity(out, spec), plot_heldout(out, spec)
+    points = {arm: heldout_points(arm_rows(out, spec, arm)) for arm in spec.arms}  # each run's metrics, read once
+    curves, div, held = plot_curves(out, spec, evals), plot_diversity(out, spec), plot_heldout(out, points)
     pool = (base.selfplay.fixed_pool_path or ', '.join(base.selfplay.train_envs or [])
             or 'the admitted training seed environments')
     cover = ('One training seed: intervals cover the evaluation items only, not another training seed'
@@ -485,7 +486,7 @@ def write_report(out: str | Path) -> Path:
             "## Held-out win rate (each run's own)", '',
             f"{', '.join(base.selfplay.heldout)}: {base.selfplay.eval_seeds} episodes an environment, no hints, the "
             'same items in every run; 90% intervals (one seed: Wilson; several: Student t over the seeds).', '',
-            *heldout_lines(out, spec), '', *([f'![heldout](plots/{held.name})', ''] if held else []),
+            *heldout_lines(points), '', *([f'![heldout](plots/{held.name})', ''] if held else []),
             '## Budget and cost (per run, summed over iterations)', '', *cost_lines(out, spec), '',
             '## The designer', '', *designer_lines(out, spec), '', f'![diversity](plots/{div.name})', '']
     path = out/'report.md'
