@@ -230,7 +230,8 @@ def _eval(args) -> int:
         llm = cfg.llm.replace(adapter=adapter)
     else: llm, adapter = LLMConfig(model=args.model or 'embedded', trust_remote_code=args.trust_remote_code), None
     r = evaluate(load_policy(llm), suites, model=llm.model, adapter=adapter, limit=args.limit, seed=args.seed,
-                 max_new_tokens=args.max_new_tokens, rg_level=args.level, demonstrations=args.demonstrations)
+                 max_new_tokens=args.max_new_tokens, rg_level=args.level, rg_format=args.rg_format,
+                 demonstrations=args.demonstrations)
     print(markdown_table(r))
     if args.out: print('written: ' + ', '.join(map(str, write_result(r, args.out))))
     if report_to: _track_eval(r, report_to, args, adapter)
@@ -311,8 +312,10 @@ def _eval_options(ev: argparse.ArgumentParser):
                     help='comma-separated: rg, bfcl, humaneval, games, math:FILE, memory:PATH')
     ev.add_argument('--limit', type=int, default=None, help='items per suite (per dataset; per group for rg)')
     ev.add_argument('--level', type=int, default=None,
-                    help="every rg dataset at this curriculum level (0: the easiest; default: each dataset's own, "
-                         'spade_nb.evaluate.RG_LEVELS)')
+                    help="every rg dataset at this curriculum level (0: the easiest; default: reasoning-gym's hard "
+                         'settings, spade_nb.evaluate.RG_HARD)')
+    ev.add_argument('--rg-format', default='answer-tag', choices=['answer-tag', 'boxed'],
+                    help="rg's prompt and answer: reasoning-gym's own (<answer> tags, default) or the loop's (boxed)")
     ev.add_argument('--demonstrations', type=int, default=0,
                     help="format demonstrations before each played item, 0 to 2 (as a run's rollout.demonstrations; "
                          'default none)')
@@ -338,7 +341,8 @@ def _experiment(args) -> int:
     spec = ExperimentSpec([a.strip() for a in args.arms.split(',') if a.strip()], preset=args.preset,
                           config=args.config, overrides=args.set or [], seeds=args.seeds,
                           suites=[s.strip() for s in args.suites.split(',') if s.strip()], limit=args.limit,
-                          eval_seed=args.eval_seed, max_new_tokens=args.max_new_tokens, rg_level=args.level)
+                          eval_seed=args.eval_seed, max_new_tokens=args.max_new_tokens, rg_level=args.level,
+                          rg_format=args.rg_format)
     run_experiment(spec, args.out or f'experiments/{base_config(spec).name}')
     return 0
 
@@ -353,7 +357,10 @@ def _experiment_options(ex: argparse.ArgumentParser):
     ex.add_argument('--eval-seed', type=int, default=0, help='the evaluation items (the same for every arm)')
     ex.add_argument('--max-new-tokens', type=int, default=512, help='per completion or move, in evaluation')
     ex.add_argument('--level', type=int, default=None,
-                    help="every rg dataset at this curriculum level in evaluation (default: spade eval's own)")
+                    help="every rg dataset at this curriculum level in evaluation (default: reasoning-gym's hard)")
+    ex.add_argument('--rg-format', default='boxed', choices=['answer-tag', 'boxed'],
+                    help="rg's prompt and answer in evaluation: the loop's, which the arms train in (boxed, default), "
+                         "or reasoning-gym's own (answer-tag)")
     ex.add_argument('--out', default=None, help='the experiment folder (default experiments/<preset name>)')
     ex.set_defaults(run=_experiment)
 

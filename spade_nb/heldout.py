@@ -18,9 +18,10 @@ from .core import ConfigError
 from .memory import EnvMemory, EnvRecord
 
 # %% auto #0
-__all__ = ['RG_GROUPS', 'RG_DEFAULT', 'rg_score', 'rg_datasets', 'rg_dataset', 'rg_instances', 'question_key', 'rg_env_source',
-           'rg_spec', 'check_rg_name', 'RgEnv', 'rg_env', 'heldout_sources', 'check_heldout_name', 'training_sources',
-           'env_source', 'HeldoutEnv', 'open_heldout', 'duplicates_heldout', 'Evaluation', 'wilson', 'evaluate_heldout']
+__all__ = ['RG_GROUPS', 'RG_DEFAULT', 'rg_score', 'rg_datasets', 'rg_dataset', 'curriculum_dataset', 'rg_instances',
+           'question_key', 'rg_env_source', 'rg_spec', 'check_rg_name', 'RgEnv', 'rg_env', 'heldout_sources',
+           'check_heldout_name', 'training_sources', 'env_source', 'HeldoutEnv', 'open_heldout', 'duplicates_heldout',
+           'Evaluation', 'wilson', 'evaluate_heldout']
 
 # %% ../nbs/15a_heldout.ipynb #cccc7655
 def _norm_answer(s) -> str:
@@ -113,15 +114,21 @@ def rg_dataset(dataset: str, size: int, seed: int = 0, level: int | None = None)
     rg = _rg()
     if (why := _unknown_dataset(dataset)) is not None: raise ConfigError('selfplay.heldout', why)
     if level is None: return rg.create_dataset(dataset, size=size, seed=seed)
-    import dataclasses
-    from reasoning_gym.coaching.base_curriculum import DefaultCurriculumContext, RangeAttributeMode
-    from reasoning_gym.factory import CURRICULA, create_curriculum
+    from reasoning_gym.factory import CURRICULA
     if dataset not in CURRICULA: raise ConfigError('level', f'reasoning-gym dataset {dataset!r} has no curriculum')
+    return curriculum_dataset(dataset, level, seed, size)
+
+def curriculum_dataset(dataset: str, level: int, seed: int, size: int):
+    "`dataset` at its curriculum's `level` (self-contained: a scoring worker runs this source too)."
+    import dataclasses
+    import reasoning_gym
+    from reasoning_gym.coaching.base_curriculum import DefaultCurriculumContext, RangeAttributeMode
+    from reasoning_gym.factory import create_curriculum
     cur = create_curriculum(dataset)
     cur.set_global_level(level)
     cfg = cur.generate_configuration({'seed': seed, 'size': size},
                                      DefaultCurriculumContext(mode=RangeAttributeMode.UPPER_BOUND))
-    return rg.create_dataset(dataset, **dataclasses.asdict(cfg))
+    return reasoning_gym.create_dataset(dataset, **dataclasses.asdict(cfg))
 
 
 # %% ../nbs/15a_heldout.ipynb #bfe53da8

@@ -24,6 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import gymnasium as gym
 from fastcore.basics import patch
@@ -103,20 +104,40 @@ def _stage_tree(src: Path, dst: Path):
     else: _link_or_copy(src, dst)
 
 # %% ../nbs/06_sandbox.ipynb #2bec94cc
-def stage_dir() -> Path:
-    "The world-readable folder holding everything the worker may import (built once per version set)."
+def _requirements(packages: Sequence[str]) -> list[str]:
+    "`packages` and every distribution they require (markers evaluated here, extras left out), sorted."
+    from packaging.markers import Marker
+    seen, todo = {}, list(packages)
+    while todo:
+        name = todo.pop()
+        key = re.sub(r'[-_.]+', '-', name).lower()
+        if key in seen: continue
+        try: importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise SandboxError('setup', f'{name!r} is not installed here, so no sandbox worker can import it') from None
+        seen[key] = name
+        for r in importlib.metadata.requires(name) or []:
+            req, _, marker = r.partition(';')
+            if marker and ('extra' in marker or not Marker(marker).evaluate()): continue
+            todo.append(re.split(r'[ <>=!~\[(]', req.strip(), maxsplit=1)[0])
+    return [seen[k] for k in sorted(seen)]
+
+def stage_dir(packages: Sequence[str] = ()) -> Path:
+    """The world-readable folder holding everything the worker may import (built once per version set): spade_nb's
+    environment base, numpy and gymnasium, and `packages` with what they require (a benchmark's own scorer)."""
     from spade_nb.embedded import build_once
     import spade_nb.envs
     pkg = Path(spade_nb.envs.__file__).parent
     own = [pkg/'envs.py', pkg/'worker.py']
-    key = hashlib.sha256(repr([_STAGE_FORMAT, sys.version] + [importlib.metadata.version(d) for d in _STAGED_DISTS]
+    dists = list(_STAGED_DISTS) + [d for d in _requirements(packages) if d not in _STAGED_DISTS]
+    key = hashlib.sha256(repr([_STAGE_FORMAT, sys.version] + [(d, importlib.metadata.version(d)) for d in dists]
                               + [p.read_bytes() for p in own]).encode()).hexdigest()[:16]
     def build(tmp: Path):
         (tmp/'spade_nb').mkdir()
         (tmp/'spade_nb'/'__init__.py').write_text('')
         for p in own: shutil.copy2(p, tmp/'spade_nb'/p.name)
         tops = set()
-        for d in _STAGED_DISTS:
+        for d in dists:
             for f in importlib.metadata.files(d) or []:
                 top = str(f).split('/')[0]
                 if '.dist-info' in top or top in ('__pycache__', '..', 'bin'): continue
@@ -422,12 +443,12 @@ def _stop(self: _Worker):
 # %% ../nbs/06_sandbox.ipynb #3607dadf
 class _Worker:
     "One worker process and its two protocol pipes (parent side)."
-    def __init__(self, tier: str, limits: SandboxLimits):
+    def __init__(self, tier: str, limits: SandboxLimits, packages: Sequence[str] = ()):
         self.limits, self.tier, self.dead, self.cgroup, self._uid_fd, self._info_r = (limits, tier, None, None, None,
                 None)
         self.child_pid = None  # the sandboxed process's host pid, under bubblewrap (bubblewrap itself is self.proc)
         self.overfull = None  # why the scratch watcher killed this worker between calls, or None
-        stage, exe = stage_dir(), _interpreter()
+        stage, exe = stage_dir(packages), _interpreter()
         as_root = os.geteuid() == 0
         uid = None
         if as_root and 'uid' in tier: uid, self._uid_fd = _claim_uid()
@@ -755,7 +776,8 @@ class SandboxedEnv(gym.Env):
     metadata = {'render_modes': []}
 
     def __init__(self, code: str, limits: SandboxLimits | None = None, *, pool: WorkerPool | None = None,
-                 worker: _Worker | None = None, deadline: float | None = None, **limit_changes):
+                 worker: _Worker | None = None, deadline: float | None = None, packages: Sequence[str] = (),
+                 **limit_changes):
         from spade_nb.envs import TextSpace
         self.limits = limits or (pool.limits if pool else SandboxLimits())
         if limit_changes: self.limits = self.limits.replace(**limit_changes)
@@ -770,7 +792,8 @@ class SandboxedEnv(gym.Env):
                                         'that')
         # time.monotonic() by which every call has answered (admission's whole budget), or None
         self.deadline = deadline
-        self.worker = worker or (pool.acquire() if pool else _Worker(self.tier, self.limits))
+        # `packages`: distributions a worker of its own may import besides the base (`stage_dir`)
+        self.worker = worker or (pool.acquire() if pool else _Worker(self.tier, self.limits, packages))
         self.worker.wait_ready()
         info = self._call('load', timeout=self.limits.load_timeout, code=code)
         name = info.get('class_name')
