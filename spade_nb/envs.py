@@ -72,6 +72,7 @@ class TextEnv(gym.Env):
     max_turns: int = 20
     max_observation_chars: int = 8192
     max_action_chars: int = 4096
+    raw_replies: bool = False  # True: each action is the agent's whole reply, which the environment reads itself
 
     def __init__(self):
         super().__init__()

@@ -30,16 +30,16 @@ from .sandbox import SandboxError, SandboxLimits
 
 # %% auto #0
 __all__ = ['RG_EVAL', 'RG_HARD_SEED', 'RG_HARD_SIZE', 'RG_HARD', 'RG_FORMATS', 'RG_SCORER_LIMITS', 'BFCL_REQUIREMENT',
-           'BFCL_WHEEL', 'BFCL_SHA256', 'BFCL_STEPS', 'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL', 'TEXTARENA_SHA256',
-           'GAMES', 'SUITES', 'ItemScore', 'SuiteScore', 'suite_scores', 'episode_scores', 'pass_at_k', 'rg_counts',
-           'rg_dataset_args', 'rg_build', 'rg_items', 'rg_messages', 'rg_answer', 'score_rg_answers', 'score_rg',
-           'rg_answer_script', 'humaneval_problems', 'he_encode', 'he_decode', 'humaneval_callee_source',
-           'humaneval_tester_source', 'score_programs', 'humaneval_program', 'score_humaneval', 'shipped_wheel',
-           'wheel_names', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases', 'bfcl_env_source', 'score_bfcl',
-           'bfcl_answer_script', 'textarena_wheel', 'textarena_games', 'game_env_source', 'game_seeds', 'score_games',
-           'game_answer_script', 'math_items', 'score_math_answers', 'score_math', 'memory_envs', 'score_memory',
-           'replay_memory', 'EvalResult', 'check_suites', 'check_rg_settings', 'suite_record', 'evaluate',
-           'markdown_table', 'write_result']
+           'BFCL_WHEEL', 'BFCL_SHA256', 'BFCL_PACKAGES', 'BFCL_STEPS', 'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL',
+           'TEXTARENA_SHA256', 'GAMES', 'SUITES', 'ItemScore', 'SuiteScore', 'suite_scores', 'episode_scores',
+           'pass_at_k', 'rg_counts', 'rg_dataset_args', 'rg_build', 'rg_items', 'rg_messages', 'rg_answer',
+           'score_rg_answers', 'score_rg', 'rg_answer_script', 'humaneval_problems', 'he_encode', 'he_decode',
+           'humaneval_callee_source', 'humaneval_tester_source', 'score_programs', 'humaneval_program',
+           'score_humaneval', 'shipped_wheel', 'wheel_names', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases', 'bfcl_limits',
+           'bfcl_env_source', 'score_bfcl', 'bfcl_answer_script', 'textarena_wheel', 'textarena_games',
+           'game_env_source', 'game_seeds', 'score_games', 'game_answer_script', 'math_items', 'score_math_answers',
+           'score_math', 'memory_envs', 'score_memory', 'replay_memory', 'EvalResult', 'check_suites',
+           'check_rg_settings', 'suite_record', 'evaluate', 'markdown_table', 'write_result']
 
 # %% ../nbs/19_evaluate.ipynb #09806bd6
 @dataclass
@@ -608,21 +608,17 @@ _BFCL_MODULES = ['constants/executable_backend_config.py', 'eval_checker/multi_t
                  'eval_checker/multi_turn_eval/multi_turn_checker.py',
                  'eval_checker/multi_turn_eval/func_source_code/long_context.py']
 
-# bfcl's MathAPI.logarithm asks mpmath for a precision; the worker has no mpmath, so `decimal` stands in for it
-_MPMATH_STAND_IN = '''
-import decimal
-class _Context:
-    dps = 15
-mp = _Context()
-def log(x):
-    with decimal.localcontext() as c:
-        c.prec = mp.dps
-        return decimal.Decimal(x).ln()
-'''
+BFCL_PACKAGES = ('mpmath',)  # what bfcl's backends import besides the standard library (MathAPI.logarithm)
+
+def bfcl_limits(limits: SandboxLimits | None = None) -> SandboxLimits:
+    "A bfcl case's worker limits: `limits` with room for its tools, its backends and a whole reply as an action."
+    base = limits or SandboxLimits()
+    return base.replace(max_tool_chars=65536, memory_mb=max(1024, base.memory_mb),
+                        max_action_chars=max(65536, base.max_action_chars))
 
 # %% ../nbs/19_evaluate.ipynb #2c508773
 _SHIPPED_FINDER = r'''
-import ast, importlib.abc, importlib.util, inspect, json, sys
+import ast, importlib.abc, importlib.util, inspect, json, re, sys
 
 class _Shipped(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     "Imports the modules (bfcl-eval's, textarena's, a stand-in) whose source this environment carries."
@@ -661,12 +657,12 @@ class BfclCase(ToolEnv):
     def request(self) -> str:
         return '\n'.join(m['content'] for m in _CASE['question'][self.turn])
 
-    def run(self, call: str) -> str:
+    def run(self, calls: list[str]) -> list[str]:
+        "The backends' answers to `calls`, run in order as bfcl's inference loop runs a reply's calls."
         from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
-        out, _ = execute_multi_turn_func_call([call], _CASE['initial_config'], _CASE['involved_classes'], self.name,
+        out, _ = execute_multi_turn_func_call(calls, _CASE['initial_config'], _CASE['involved_classes'], self.name,
                                               _CASE['id'], long_context=False, is_evaL_run=False)
-        out = str(out[0])
-        return out if len(out) <= 4000 else out[:4000] + ' [cut]'
+        return [str(o) if len(str(o)) <= 4000 else str(o)[:4000] + ' [cut]' for o in out]
 
     def score(self) -> float:
         from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
@@ -677,26 +673,51 @@ class BfclCase(ToolEnv):
 
 # %% ../nbs/19_evaluate.ipynb #88cf8cba
 _BFCL_MOVES = r'''
-    def act(self, action: str) -> str | None:
-        "The backends' answer to a tool call; None for a plain reply (an answer, or not a call), which ends the turn."
-        try: kind, payload = parse_tool_action(action)
-        except ValueError: return None  # bfcl: "Failed to decode the model response. Proceed to next turn."
-        if kind == 'answer': return None
-        self.steps += 1
-        name, args = payload
+    raw_replies = True  # bfcl's inference loop reads every call of a reply, so a reply comes whole
+
+    @staticmethod
+    def calls_of(reply: str) -> list[tuple] | None:
+        """A reply's calls as bfcl's handler for this format (`qwen_fc.py`) decodes them: every `<tool_call>` block
+        that holds JSON (a newline on each side optional: bfcl's wants them), each an object with "name" and
+        "arguments"; each as (name, arguments, the call string `name(key=value,...)` bfcl runs); [] for none, None
+        where bfcl's decoding raises."""
+        found = []
+        for block in re.findall(r'<tool_call>\s*(.*?)\s*</tool_call>', reply, re.S):
+            try: found.append(json.loads(block))
+            except Exception: pass
+        if any(type(x) is not dict for x in found): return None
+        try:
+            pairs = [(x['name'], json.loads(x['arguments']) if type(x['arguments']) is str else x['arguments'])
+                     for x in found]
+            return [(n, a, f"{n}({','.join(f'{k}={v!r}' for k, v in a.items())})") for n, a in pairs]
+        except Exception: return None
+
+    def refused(self, name, args) -> str | None:
+        "Why a call never reaches bfcl's `eval`: an unknown tool, or an argument the tool does not have."
         tool = next((t for t in _CASE['tools'] if t['name'] == name), None)
         if tool is None: return f'error: unknown tool {name!r}'
-        if bad := [k for k in args if k not in tool['parameters']['properties']]:
-            return f'error: {name} has no argument {bad[0]!r}'
-        call = name + '(' + ', '.join(f'{k}={v!r}' for k, v in args.items()) + ')'
-        self.calls[self.turn].append([call])
-        return self.run(call)
+        bad = [k for k in args if k not in tool['parameters']['properties']]
+        return f'error: {name} has no argument {bad[0]!r}' if bad else None
+
+    def act(self, reply: str) -> str | None:
+        """The backends' answers to a reply's calls, run in order; None for a reply with no call (or one bfcl cannot
+        decode), which ends the turn."""
+        got = self.calls_of(reply)
+        if not got: return None  # bfcl: "Empty response" or "Failed to decode": the next turn
+        self.steps += 1
+        why = [self.refused(name, args) for name, args, _ in got]
+        good = [call for (_, _, call), w in zip(got, why) if w is None]
+        if good: self.calls[self.turn].append(good)
+        ran = iter(self.run(good) if good else [])
+        return '\n'.join(w if w is not None else next(ran) for w in why)
 
     def step(self, action):
         self.turns += 1
         obs = self.act(action)
-        if self.steps > _STEPS:  # bfcl: "Model has been forced to quit after 20 steps"; the case fails
-            return f'stopped: more than {_STEPS} calls in one turn', 0.0, True, False, {}
+        if self.steps > _STEPS:  # bfcl: "Model has been forced to quit after 20 steps"
+            # its loop stops there; the checker then fails a case that has turns left, and scores one that has none
+            last = self.turn == len(_CASE['question']) - 1
+            return f'stopped: more than {_STEPS} steps in one turn', self.score() if last else 0.0, True, False, {}
         if obs is None:
             self.turn, self.steps = self.turn + 1, 0
             if self.turn == len(_CASE['question']): return 'done', self.score(), True, False, {}
@@ -704,8 +725,8 @@ _BFCL_MOVES = r'''
         return obs, 0.0, False, self.turns >= self.max_turns, {}
 
     def solution(self):
-        """bfcl's ground-truth calls as tool calls (positional arguments named by the backends' signatures), each
-        turn ended by an answer."""
+        """bfcl's ground-truth calls as replies, one call each (positional arguments named by the backends'
+        signatures), each turn ended by a reply without a call."""
         from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import CLASS_FILE_PATH_MAPPING
         import importlib
         methods = {n: m for c in _CASE['involved_classes']
@@ -718,19 +739,18 @@ _BFCL_MOVES = r'''
                 params = list(inspect.signature(methods[node.func.id]).parameters)[1:]
                 args = dict(zip(params, (ast.literal_eval(a) for a in node.args)))
                 args.update((k.arg, ast.literal_eval(k.value)) for k in node.keywords)
-                out.append(tool_call(node.func.id, **args))
-            out.append(final_answer('done'))
+                out.append('<tool_call>' + json.dumps({'name': node.func.id, 'arguments': args}) + '</tool_call>')
+            out.append('Done.')
         return out
 '''
 
-BFCL_STEPS = 20  # bfcl-eval's MAXIMUM_STEP_LIMIT: calls in one turn
+BFCL_STEPS = 20  # bfcl-eval's MAXIMUM_STEP_LIMIT: replies with calls in one turn
 
 def bfcl_env_source(case: dict, steps: int = BFCL_STEPS) -> str:
     "An environment that plays `case` on bfcl-eval's own backends and scores it with its own checker."
     mods = _BFCL_MODULES + [f'eval_checker/multi_turn_eval/func_source_code/{_BFCL_DOCS[c]}.py'
                             for c in case['involved_classes']]
     sources = {'bfcl_eval.' + p[:-3].replace('/', '.'): s for p, s in _bfcl_read(mods).items()}
-    sources['mpmath'] = _MPMATH_STAND_IN
     return (f'_SOURCES = {sources!r}\n_CASE = {case!r}\n_STEPS = {int(steps)}\n'
             + _SHIPPED_FINDER + _BFCL_CASE + _BFCL_MOVES)
 
@@ -738,13 +758,12 @@ def bfcl_env_source(case: dict, steps: int = BFCL_STEPS) -> str:
 def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = BFCL_STEPS, max_new_tokens: int = 256,
                rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None,
                progress=None) -> list[ItemScore]:
-    "Play BFCL v4 multi_turn_base's cases (`steps` calls a request at most), each scored by bfcl-eval's checker."
+    "Play BFCL v4 multi_turn_base's cases (`steps` replies with calls a request at most), scored by bfcl-eval's checker."
     cases = bfcl_cases(limit)
-    jobs = [EnvJob(f'bfcl:{c["id"]}', bfcl_env_source(c, steps), seeds=[seed]) for c in cases]
+    jobs = [EnvJob(f'bfcl:{c["id"]}', bfcl_env_source(c, steps), seeds=[seed], packages=BFCL_PACKAGES) for c in cases]
     cfg = rollout or RolloutConfig(max_turns=(steps + 2) * max(len(c['question']) for c in cases), replays=0, audit=0,
                                    max_new_tokens=max_new_tokens)
-    base = limits or SandboxLimits()
-    limits = base.replace(max_tool_chars=65536, memory_mb=max(1024, base.memory_mb))
+    limits = bfcl_limits(limits)
     res = play(policy, jobs, cfg, seed=seed, limits=limits, progress=progress)
     return episode_scores(jobs, res, 'bfcl', lambda k: 'multi_turn_base', lambda k, s: k[5:])
 
@@ -755,12 +774,12 @@ def bfcl_answer_script(limit: int | None = None, wrong: bool = False, steps: int
     from spade_nb.sandbox import SandboxedEnv
     plans = {}
     for c in bfcl_cases(limit):
-        with SandboxedEnv(bfcl_env_source(c, steps), max_tool_chars=65536) as env:
+        with SandboxedEnv(bfcl_env_source(c, steps), bfcl_limits(), packages=BFCL_PACKAGES) as env:
             env.reset(seed=0)
             plans[c['question'][0][0]['content']] = env.solution()
     def script(text: str, k: int) -> str:
         first = next((q for q in plans if q in text), None)
-        if wrong or first is None: return final_answer('done')
+        if wrong or first is None: return 'Done.'
         return plans[first][len(re.findall(r'(?m)^assistant$', text)) - 1]  # the k-th reply of the episode
     return script
 

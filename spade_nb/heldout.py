@@ -32,10 +32,10 @@ def _same_answer(given, reference) -> bool:
     a, b = _norm_answer(given), _norm_answer(reference)
     if a == b: return True
     num = r'-?(\d+(,\d{3})*|\d*)(\.\d+)?([eE][-+]?\d+)?'
-    if a and b and re.fullmatch(num, a) and re.fullmatch(num, b):
-        try: x, y = float(a.replace(',', '')), float(b.replace(',', ''))
-        except ValueError: return False
-        return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9)
+    if a and b and re.fullmatch(num, a) and re.fullmatch(num, b):  # the same number, exactly (42.0 is 42)
+        from fractions import Fraction
+        try: return Fraction(a.replace(',', '')) == Fraction(b.replace(',', ''))
+        except (ValueError, ZeroDivisionError): return False
     return False
 
 # %% ../nbs/15a_heldout.ipynb #03ea533f

@@ -55,6 +55,7 @@ class EnvJob:
     # seed -> its certified solution (`certify`); None: `play` certifies, in a worker of its own
     certified: dict[int, Replay] | None = None
     replays: list[Replay] = field(default_factory=list)  # recorded elsewhere (admission's), re-sent in the play worker
+    packages: tuple[str, ...] = ()  # what its workers may import besides the base (a benchmark's own code: `stage_dir`)
 
 # %% ../nbs/13_rollout.ipynb #8f1c099a
 @dataclass
@@ -162,9 +163,10 @@ def certify(env: SandboxedEnv, seeds: Sequence[int]) -> dict[int, Replay]:
             out[s] = Replay(s, actions, transcript_digest(rows))
     return out
 
-def certify_apart(code: str, seeds: Sequence[int], limits: SandboxLimits | None = None) -> dict[int, Replay]:
-    "`certify` in a worker of its own, closed afterwards."
-    env = SandboxedEnv(code, limits)
+def certify_apart(code: str, seeds: Sequence[int], limits: SandboxLimits | None = None,
+                  packages: Sequence[str] = ()) -> dict[int, Replay]:
+    "`certify` in a worker of its own (that may import `packages`), closed afterwards."
+    env = SandboxedEnv(code, limits, packages=packages)
     try: return certify(env, seeds)
     finally: env.close()
 
@@ -243,8 +245,9 @@ def _open_job(policy, job: EnvJob, cfg: RolloutConfig, limits: SandboxLimits, se
     reason in `failures`)."""
     from spade_nb.llm import per_turn
     try:
-        certified = job.certified if job.certified is not None else certify_apart(job.code, job.seeds, limits)
-        env = SandboxedEnv(job.code, limits)  # the play worker: solution() is never called in it
+        certified = (job.certified if job.certified is not None
+                     else certify_apart(job.code, job.seeds, limits, job.packages))
+        env = SandboxedEnv(job.code, limits, packages=job.packages)  # the play worker: solution() is never called in it
     except SandboxError as e:
         failures[job.env_id] = e.reason; return None, [], [], {}, []
     good = [s for s in job.seeds if s in certified]
@@ -285,7 +288,7 @@ def _agent_turn(policy, e: Episode, c, env: SandboxedEnv, iid: str, rows: list, 
         e.ended_by = failures[e.env_id]; return False
     if c.truncated:
         e.ended_by, e.context_truncated = 'cap', True; return False
-    action, ok = parse_action(env.kind, c.text)
+    action, ok = (c.text, True) if env.raw_replies else parse_action(env.kind, c.text)
     e.parse_failures += not ok
     e.actions.append(action)
     try:

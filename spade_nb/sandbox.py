@@ -804,6 +804,7 @@ class SandboxedEnv(gym.Env):
                                f'malformed load reply (class name {_short_repr(name)}, kind '
                                f'{_short_repr(info.get("kind"))})')
         self.class_name, self.kind = info['class_name'], info['kind']
+        self.raw_replies = info.get('raw_replies') is True  # its actions are the agent's whole replies (`TextEnv`)
         self.max_turns = info.get('max_turns')
         if not isinstance(self.max_turns, int) or isinstance(self.max_turns, bool) or not 1 <= self.max_turns <= 1000:
             self.close()

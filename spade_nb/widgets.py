@@ -203,7 +203,7 @@ def model_turn(self: EnvPlayer):
     pol = self.policy
     c = pol.generate([pol.chat_ids(self.messages)], SamplingParams(max_new_tokens=self.max_new_tokens,
                                                                    temperature=self.temperature))[0][0]
-    action, _ = parse_action(self.env.kind, c.text)
+    action = c.text if self.env.raw_replies else parse_action(self.env.kind, c.text)[0]
     self.act(action, who='model', reply=c.text)
 
 # %% ../nbs/17_widgets.ipynb #8e846227

@@ -275,7 +275,7 @@ class _Host:
         tools = self.cls.describe_tools() if self.kind == 'ToolEnv' else []
         return {'class_name': self.cls.__name__, 'kind': self.kind,
                 'max_turns': _json_data(getattr(self.cls, 'max_turns', None)),
-                'tools': _json_data(tools)}
+                'raw_replies': getattr(self.cls, 'raw_replies', False) is True, 'tools': _json_data(tools)}
 
     def call(self, op, req):
         if op == 'load':
