@@ -672,7 +672,7 @@ class BfclCase(ToolEnv):
 '''
 
 # %% ../nbs/19_evaluate.ipynb #88cf8cba
-_BFCL_MOVES = r'''
+_BFCL_READS = r'''
     raw_replies = True  # bfcl's inference loop reads every call of a reply, so a reply comes whole
 
     @staticmethod
@@ -710,7 +710,10 @@ _BFCL_MOVES = r'''
         if good: self.calls[self.turn].append(good)
         ran = iter(self.run(good) if good else [])
         return '\n'.join(w if w is not None else next(ran) for w in why)
+'''
 
+# %% ../nbs/19_evaluate.ipynb #bb982133
+_BFCL_MOVES = r'''
     def step(self, action):
         self.turns += 1
         obs = self.act(action)
@@ -744,6 +747,7 @@ _BFCL_MOVES = r'''
         return out
 '''
 
+# %% ../nbs/19_evaluate.ipynb #7bcb8b14
 BFCL_STEPS = 20  # bfcl-eval's MAXIMUM_STEP_LIMIT: replies with calls in one turn
 
 def bfcl_env_source(case: dict, steps: int = BFCL_STEPS) -> str:
@@ -752,13 +756,13 @@ def bfcl_env_source(case: dict, steps: int = BFCL_STEPS) -> str:
                             for c in case['involved_classes']]
     sources = {'bfcl_eval.' + p[:-3].replace('/', '.'): s for p, s in _bfcl_read(mods).items()}
     return (f'_SOURCES = {sources!r}\n_CASE = {case!r}\n_STEPS = {int(steps)}\n'
-            + _SHIPPED_FINDER + _BFCL_CASE + _BFCL_MOVES)
+            + _SHIPPED_FINDER + _BFCL_CASE + _BFCL_READS + _BFCL_MOVES)
 
 # %% ../nbs/19_evaluate.ipynb #813ff726
 def score_bfcl(policy, *, limit: int | None = None, seed: int = 0, steps: int = BFCL_STEPS, max_new_tokens: int = 256,
                rollout: RolloutConfig | None = None, limits: SandboxLimits | None = None,
                progress=None) -> list[ItemScore]:
-    "Play BFCL v4 multi_turn_base's cases (`steps` replies with calls a request at most), scored by bfcl-eval's checker."
+    "Play BFCL v4 multi_turn_base's cases (`steps` replies with calls a request at most), scored by bfcl's checker."
     cases = bfcl_cases(limit)
     jobs = [EnvJob(f'bfcl:{c["id"]}', bfcl_env_source(c, steps), seeds=[seed], packages=BFCL_PACKAGES) for c in cases]
     cfg = rollout or RolloutConfig(max_turns=(steps + 2) * max(len(c['question']) for c in cases), replays=0, audit=0,
@@ -838,7 +842,7 @@ class TextArenaGame(TextEnv):
 
     def step(self, action):
         self.turns += 1
-        a = str(action).strip()
+        a = str(action)
         random.setstate(self.rng)
         done, _ = self.game.step(a if '[' in a or ']' in a else f'[{a}]')
         self.rng = random.getstate()

