@@ -31,10 +31,9 @@ CATEGORY = 'multi_turn_base'
 NO_TOOL = {'name': 'no_such_tool', 'arguments': {}}
 
 
-def block(call: dict, newlines: bool = True) -> str:
+def block(call: dict) -> str:
     "One call in the Qwen format bfcl's handler decodes: `<tool_call>\\n{json}\\n</tool_call>`."
-    body = json.dumps(call)
-    return f'<tool_call>\n{body}\n</tool_call>' if newlines else f'<tool_call>{body}</tool_call>'
+    return f'<tool_call>\n{json.dumps(call)}\n</tool_call>'
 
 
 def as_call(text: str, classes: list[str]) -> dict:
@@ -78,7 +77,7 @@ class Scripted(QwenFCHandler):
     "bfcl's Qwen function-calling handler whose model is a list of replies, one turn at a time."
     def __init__(self, name: str, replies: list[list[str]]):
         super().__init__(name, 0.0, name, False)
-        self.replies, self.turn, self.k, self.asked = replies, 0, 0, 0
+        self.replies, self.turn, self.k = replies, 0, 0
 
     @override
     def _query_prompting(self, inference_data: dict):

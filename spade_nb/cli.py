@@ -160,7 +160,8 @@ def _play(args) -> int:
         for _ in range(env.max_turns or 25):
             try: line = input('> ')
             except EOFError: break
-            action = line if env.kind == 'TextEnv' else (parse_action('ToolEnv', line)[0] or line)
+            # a line goes as typed to an environment that reads replies itself (`raw_replies`)
+            action = line if env.kind == 'TextEnv' or env.raw_replies else (parse_action('ToolEnv', line)[0] or line)
             obs, r, term, trunc, _ = env.step(action)
             print(visible(obs))
             if term or trunc: break

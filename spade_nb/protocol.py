@@ -14,7 +14,8 @@ from .envs import final_answer, tool_call
 
 # %% auto #0
 __all__ = ['TEXT_SYSTEM', 'TOOL_SYSTEM', 'DEMONSTRATIONS', 'MAX_JSON_TRIES', 'render_tools', 'system_prompt',
-           'supports_native_tools', 'first_messages', 'observation_message', 'last_boxed', 'parse_action']
+           'supports_native_tools', 'first_messages', 'observation_message', 'last_boxed', 'parse_action',
+           'reply_action']
 
 # %% ../nbs/04_protocol.ipynb #bc15cbf9
 TEXT_SYSTEM = ("You are playing a multi-turn text environment. Each turn, read the observation, think briefly, "
@@ -144,3 +145,9 @@ def parse_action(kind: str, reply: str) -> tuple[str, bool]:
     try: action, ok = _parse_action(kind, valid_text(str(reply)))
     except (ValueError, TypeError, RecursionError, MemoryError): return '', False
     return valid_text(action), ok
+
+# %% ../nbs/04_protocol.ipynb #d9f3790e
+def reply_action(env, reply: str) -> tuple[str, bool]:
+    """(action, parsed) that `env` (a `SandboxedEnv`) is sent for an agent's reply: the reply whole where the
+    environment reads replies itself (`raw_replies`), else `parse_action` of its kind."""
+    return (reply, True) if getattr(env, 'raw_replies', False) else parse_action(env.kind, reply)

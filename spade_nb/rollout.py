@@ -15,7 +15,7 @@ import numpy as np
 
 from .admission import Replay, _lockstep, _Run, transcript_digest
 from .core import Config, EnvId, Sample, episode_return, is_win
-from .protocol import first_messages, observation_message, parse_action
+from .protocol import first_messages, observation_message, reply_action
 from .sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
 # %% auto #0
@@ -288,7 +288,7 @@ def _agent_turn(policy, e: Episode, c, env: SandboxedEnv, iid: str, rows: list, 
         e.ended_by = failures[e.env_id]; return False
     if c.truncated:
         e.ended_by, e.context_truncated = 'cap', True; return False
-    action, ok = (c.text, True) if env.raw_replies else parse_action(env.kind, c.text)
+    action, ok = reply_action(env, c.text)
     e.parse_failures += not ok
     e.actions.append(action)
     try:

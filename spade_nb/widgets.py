@@ -19,7 +19,7 @@ from .core import episode_return, is_win
 from .envs import final_answer, tool_call
 from .heldout import env_source
 from .memory import EnvMemory, EnvRecord
-from .protocol import first_messages, observation_message, parse_action
+from .protocol import first_messages, observation_message, reply_action
 from .sandbox import SandboxedEnv, SandboxError
 
 # %% auto #0
@@ -203,7 +203,7 @@ def model_turn(self: EnvPlayer):
     pol = self.policy
     c = pol.generate([pol.chat_ids(self.messages)], SamplingParams(max_new_tokens=self.max_new_tokens,
                                                                    temperature=self.temperature))[0][0]
-    action = c.text if self.env.raw_replies else parse_action(self.env.kind, c.text)[0]
+    action, _ = reply_action(self.env, c.text)
     self.act(action, who='model', reply=c.text)
 
 # %% ../nbs/17_widgets.ipynb #8e846227
