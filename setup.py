@@ -35,7 +35,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['spade_nb', 'spade_nb.*']) + ['spade_nb.configs'],
     package_dir={'spade_nb.configs': 'configs'},  # the presets ship inside the package as spade_nb/configs
     include_package_data=True,
-    package_data={'spade_nb.configs': ['*.yaml', 'models/*.yaml'], 'spade_nb': ['data/qwen3/*']},  # Qwen3's tokenizer, for offline tests
+    package_data={'spade_nb.configs': ['*.yaml', 'models/*.yaml', 'accelerate/*.yaml'], 'spade_nb': ['data/qwen3/*']},  # Qwen3's tokenizer, for offline tests
     python_requires='>=' + min_python,
     install_requires=reqs('requirements'),
     extras_require={'dev': reqs('dev_requirements'), 'vllm': reqs('vllm_requirements'), 'eval': reqs('eval_requirements'),

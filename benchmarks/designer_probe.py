@@ -32,7 +32,7 @@ def main():
     ap.add_argument('--batch', type=int, default=4, help='designs generated at once (one round)')
     ap.add_argument('--max-new-tokens', type=int, default=256)
     ap.add_argument('--max-context', type=int, default=4096)
-    ap.add_argument('--dtype', default='auto', help="llm.dtype: 'auto' (fp32 on a CPU), 'bfloat16' (faster on CPUs with AVX512-BF16)")
+    ap.add_argument('--dtype', default='auto', help="llm.dtype: 'auto' (fp32 on a CPU), 'bfloat16' (faster on CPUs with AVX512-BF16); the probe runs on the CPU")
     ap.add_argument('--temperature', type=float, default=0.7)
     ap.add_argument('--edit-share', type=float, default=0.5, help='share of designs asked to edit an environment of the memory')
     ap.add_argument('--repair-turns', type=int, default=0)
@@ -46,7 +46,7 @@ def main():
     out = Path(a.out)
     if (out/'designs.jsonl').exists(): raise SystemExit(f'{out} already holds a probe; choose another --out')
     cfg = load_config('tiny-cpu', overrides=[
-        f'llm.model={a.model}', f'llm.dtype={a.dtype}', f'llm.max_context={a.max_context}', f'llm.batch_size={a.batch}', f'seed={a.seed}',
+        f'llm.model={a.model}', f'llm.dtype={a.dtype}', 'llm.device=cpu', f'llm.max_context={a.max_context}', f'llm.batch_size={a.batch}', f'seed={a.seed}',
         f'selfplay.designs_per_iteration={a.batch}', f'selfplay.seeds_per_env={a.seeds}', f'selfplay.plays={a.plays}', 'selfplay.heldout=[]',
         f'designer.max_new_tokens={a.max_new_tokens}', f'designer.temperature={a.temperature}', f'designer.edit_share={a.edit_share}',
         f'designer.repair_turns={a.repair_turns}', 'designer.skills=[reasoning_game,tool_use]',

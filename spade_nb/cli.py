@@ -109,8 +109,9 @@ def _selfplay(args) -> int:
         print(f'spade selfplay: preset {cfg.name}, {cfg.selfplay.iterations} iterations, run directory {run_dir}, '
               f'{world()[1]} training process(es)')
         sp = SelfPlay.start(cfg, run_dir)
-    sp.run()
-    if isinstance(sp.trainer, RankZeroTrainer): sp.trainer.stop()
+    with sp:  # the engine closed, whatever ends the run
+        sp.run()
+        if isinstance(sp.trainer, RankZeroTrainer): sp.trainer.stop()
     run = Run.load(sp.dir)
     last = run.metrics[-1] if run.metrics else {}
     print('\n' + '=' * 72)
@@ -219,7 +220,7 @@ def _run_adapter(run: str, checkpoint: int | None, granted=()):
 def _eval(args) -> int:
     from spade_nb.evaluate import check_suites, evaluate, markdown_table, write_result
     from spade_nb.llm import LLMConfig
-    from spade_nb.policy import load_policy
+    from spade_nb.policy import loaded_policy
     from spade_nb.tracking import check_report_to
     from spade_nb.rollout import RolloutConfig
     suites = check_suites(args.suite.split(','))  # before any weights load
@@ -230,9 +231,10 @@ def _eval(args) -> int:
                                     ['llm.trust_remote_code'] if args.trust_remote_code else [])
         llm = cfg.llm.replace(adapter=adapter)
     else: llm, adapter = LLMConfig(model=args.model or 'embedded', trust_remote_code=args.trust_remote_code), None
-    r = evaluate(load_policy(llm), suites, model=llm.model, adapter=adapter, limit=args.limit, seed=args.seed,
-                 max_new_tokens=args.max_new_tokens, rg_level=args.level, rg_format=args.rg_format,
-                 demonstrations=args.demonstrations)
+    with loaded_policy(llm) as policy:
+        r = evaluate(policy, suites, model=llm.model, adapter=adapter, limit=args.limit, seed=args.seed,
+                     max_new_tokens=args.max_new_tokens, rg_level=args.level, rg_format=args.rg_format,
+                     demonstrations=args.demonstrations)
     print(markdown_table(r))
     if args.out: print('written: ' + ', '.join(map(str, write_result(r, args.out))))
     if report_to: _track_eval(r, report_to, args, adapter)

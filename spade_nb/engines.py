@@ -176,8 +176,12 @@ class VLLMPolicy(EnginePolicy):
                 if cfg.engine.multiprocessing is not True: os.environ.setdefault('VLLM_ENABLE_V1_MULTIPROCESSING', '0')
                 os.environ.setdefault('VLLM_CPU_OMP_THREADS_BIND', 'nobind')
             if cfg.engine.multiprocessing is False: os.environ['VLLM_ENABLE_V1_MULTIPROCESSING'] = '0'
+            import multiprocessing
             from vllm import LLM
+            before = set(multiprocessing.active_children())
             llm = LLM(**_vllm_kwargs(cfg.replace(max_context=self.max_context), path, 'cuda' if self.on_gpu else 'cpu'))
+            # the engine core's process (vLLM's default on a GPU): `close` waits for it to exit
+            self._procs = [p for p in multiprocessing.active_children() if p not in before]
         self.llm, self._requests = llm, {}
 
     def _register(self, name, uid, path):
@@ -189,9 +193,16 @@ class VLLMPolicy(EnginePolicy):
         if req is not None:
             with contextlib.suppress(Exception): self.llm.llm_engine.remove_lora(req.lora_int_id)
 
+    _procs: list = []
+
     def _shutdown(self):
+        "Shut the engine down, wait for its process to exit (its GPU memory freed), empty torch's CUDA cache."
+        import gc
         with contextlib.suppress(Exception): self.llm.llm_engine.engine_core.shutdown()
         self.llm = None
+        gc.collect()
+        for p in self._procs: p.join(timeout=60)
+        if (torch := sys.modules.get('torch')) is not None and torch.cuda.is_initialized(): torch.cuda.empty_cache()
 
     def _sampling(self, params: SamplingParams, cap: int, seed: int | None):
         from vllm import SamplingParams as VSP
@@ -243,10 +254,19 @@ def _parsed(raw: bytes):
     try: return json.loads(raw or b'null')
     except ValueError: return raw.decode(errors='replace')
 
+def _route_missing(detail: str) -> bool:
+    "Is a 404's body the web framework's own (the server has no such endpoint), not the endpoint's answer?"
+    return _parsed(detail.encode()) in (None, '', {'detail': 'Not Found'}, 'Not Found')
+
+_ADAPTER_PATHS = ('the server reads the adapter folder itself: it must see the same path (llm.engine.adapter_dir on a '
+                  'filesystem the servers share, sent as an absolute path)')
+
 def _call(url: str, endpoint: str, body: dict | None, *, timeout: float, retries: int, backoff: float = 0.5):
-    "POST `body` (GET when None) to `url + endpoint` and return the parsed JSON, with bounded retries."
+    """POST `body` (GET when None) to `url + endpoint` and return the parsed JSON, with bounded retries. A server that
+    cannot be reached is `unreachable`; one that accepted the request and did not answer within `timeout` is queueing,
+    not gone: retried, then an error that is not `unreachable` (the pool keeps it)."""
     data = None if body is None else json.dumps(body).encode()
-    last = None
+    last, slow = None, 0
     for attempt in range(retries + 1):
         if attempt: time.sleep(backoff * 2 ** (attempt - 1))
         req = urllib.request.Request(url.rstrip('/') + endpoint, data=data,
@@ -255,13 +275,22 @@ def _call(url: str, endpoint: str, body: dict | None, *, timeout: float, retries
             with urllib.request.urlopen(req, timeout=timeout) as r: return _parsed(r.read())
         except urllib.error.HTTPError as e:
             detail = e.read()[:300].decode(errors='replace').strip()
-            if e.code == 404 or (e.code == 405 and endpoint in _FEATURES):
+            if (e.code == 404 and _route_missing(detail)) or (e.code == 405 and endpoint in _FEATURES):
                 raise ServerError(f"{url}: {endpoint} answered {e.code}: the server lacks "
                                   f"{_FEATURES.get(endpoint, endpoint)}") from None
-            if e.code < 500: raise ServerError(f"{url}: {endpoint} refused the request ({e.code}): {detail}") from None
+            if e.code < 500:
+                why = f'; {_ADAPTER_PATHS}' if 'lora' in endpoint else ''
+                raise ServerError(f"{url}: {endpoint} refused the request ({e.code}): {detail}{why}") from None
             last = f'{e.code} {detail}'
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
+        except TimeoutError:  # sent, and no answer in time (a connect timeout comes as a URLError)
+            slow += 1
+            last = f'no answer within {timeout:g} s'
+        except (urllib.error.URLError, ConnectionError, OSError) as e:
             last = str(getattr(e, 'reason', e))
+    if slow == retries + 1:
+        raise ServerError(f"{url}: {endpoint} took the request and did not answer within {timeout:g} s, "
+                          f"{retries + 1} times: a server that is only queueing stays in the pool (raise "
+                          "llm.engine.timeout for long generations)")
     raise ServerError(f"{url}: {endpoint} failed {retries + 1} times (last: {last})", unreachable=True)
 
 # %% ../nbs/02a_engines.ipynb #ddd3f819
@@ -345,7 +374,8 @@ def _each(self: OpenAIPolicy, endpoint: str, body: dict, dropping: bool = True):
 
 @patch
 def _register(self: OpenAIPolicy, name, uid, path):
-    self._each('/v1/load_lora_adapter', {'lora_name': name, 'lora_path': str(path)})
+    # absolute: a server started in another folder resolves a relative path against its own
+    self._each('/v1/load_lora_adapter', {'lora_name': name, 'lora_path': str(Path(path).absolute())})
 
 @patch
 def _unregister(self: OpenAIPolicy, name):

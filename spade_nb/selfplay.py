@@ -141,6 +141,14 @@ class RunConfig(Config):
 
     def validate(self):
         check_report_to(self.report_to)
+        if self.trainer.sharding == 'fsdp2' and self.llm.quantization != 'none':
+            raise ConfigError('trainer.sharding', f'fsdp2 with llm.quantization={self.llm.quantization}: FSDP2 shards '
+                              "bitsandbytes' quantized weights as plain tensors and loses their quantization state; "
+                              'shard a bf16 base (llm.quantization=none) or train unsharded (trainer.sharding=none)')
+        if self.trainer.sharding == 'fsdp2' and self.trainer.optimizer == 'adamw8bit':
+            raise ConfigError('trainer.optimizer', "adamw8bit with trainer.sharding=fsdp2: bitsandbytes' 8-bit "
+                              "optimizers do not step FSDP2's sharded parameters (DTensors); use "
+                              'trainer.optimizer=adamw (its state is sharded too)')
         if self.llm.backend != 'hf' and self.trainer.lora_r > self.llm.engine.max_lora_rank:
             raise ConfigError('llm.engine.max_lora_rank',
                               f'{self.llm.engine.max_lora_rank} is below trainer.lora_r={self.trainer.lora_r}: '
@@ -1244,6 +1252,14 @@ class SelfPlay:
             rows.append(self.iteration(self.next_iteration))
             self.next_iteration += 1
         return rows
+
+    def close(self):
+        "Let the policy go (an engine closed and its process waited for: `spade_nb.policy.release`)."
+        from spade_nb.policy import release
+        release(self.policy)
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
 
 def _fmt(x): return '-' if x is None else f'{x:.3f}'
 

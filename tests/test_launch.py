@@ -70,3 +70,21 @@ def test_the_slurm_example_dry_runs(tmp_path):
     assert 'llm.servers=[http://gpu-a:8000,http://gpu-a:8001,http://gpu-a:8002,http://gpu-a:8003]' in trainer
     resumed = subprocess.run(['bash', str(script)], capture_output=True, text=True, env={**env, 'RESUME': '1'}, timeout=300)
     assert resumed.returncode != 0 and 'not a spade_nb run directory' in resumed.stderr  # nothing to resume yet: said, not started
+
+
+def test_an_inherited_gpu_list_is_mapped_and_the_shipped_accelerate_config_is_passed(capsys, tmp_path, monkeypatch):
+    # a SLURM or Kubernetes job given GPUs 4-7 (without renumbering) sees them as 0-3: servers and ranks stay on them
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '4,5,6,7')
+    assert main(['launch', '--preset', 'multi-gpu-8b', '--gpus', '4', '--dry-run', '--run-dir', str(tmp_path/'r')]) == 0
+    cmds = _commands(capsys.readouterr().out)
+    assert sorted(g for c in cmds for g in _gpus(c)) == [4, 5, 6, 7]
+    trainer = cmds[-1]
+    config = Path(trainer[trainer.index('--config_file') + 1])
+    assert config.name == 'one-node.yaml' and config.is_file()  # a user's default accelerate config cannot win
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '4,5')  # fewer than the run asks for: said before anything starts
+    assert main(['launch', '--preset', 'multi-gpu-8b', '--gpus', '4', '--dry-run', '--run-dir', str(tmp_path/'r')]) == 2
+    assert 'CUDA_VISIBLE_DEVICES=4,5 makes 2 visible' in capsys.readouterr().err
+    monkeypatch.delenv('CUDA_VISIBLE_DEVICES')
+    assert main(['launch', '--preset', 'tiny-cpu', '--dry-run', '--run-dir', str(tmp_path/'c')]) == 0
+    trainer = _commands(capsys.readouterr().out)[-1]
+    assert Path(trainer[trainer.index('--config_file') + 1]).name == 'one-process.yaml'

@@ -32,7 +32,7 @@ SCALE_DOWN = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'self
               'designer.max_new_tokens=16', 'designer.document_tokens=64', 'hints.max_new_tokens=8', 'rollout.max_turns=2',
               'rollout.max_new_tokens=8', 'llm.max_context=4096', 'llm.batch_size=16', 'trainer.micro_batch_tokens=4096',
               'trainer.max_seq_len=4096']
-HF = ['--set', 'llm.backend=hf']
+HF = ['--set', 'llm.backend=hf', '--set', 'llm.device=cpu']  # bf16 on a CPU on purpose (bf16 on device auto asks for a GPU)
 
 
 def _saved(pol, d):
