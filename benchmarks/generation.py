@@ -133,6 +133,8 @@ def seeded_cost(llm, prompts: list[list[int]], new_tokens: int = 64, reps: int =
     t = {0: [], 1: []}
     for k in range(reps):  # alternate which goes first
         for which in ((0, 1) if k % 2 == 0 else (1, 0)):
+            # the same prompts each time: with the prefix cache kept, whichever went second would skip its prefill
+            if hasattr(llm, 'reset_prefix_cache'): llm.reset_prefix_cache()
             t0 = time.perf_counter(); llm.generate(reqs, seeded if which == 0 else unseeded, use_tqdm=False); t[which].append(time.perf_counter() - t0)
     short = [sp(_prompt_seed(0, i), 8) for i in range(len(reqs))]
     again = [[list(x.outputs[0].token_ids) for x in llm.generate(reqs, short, use_tqdm=False)] for _ in range(2)]

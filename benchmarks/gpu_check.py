@@ -20,7 +20,7 @@ preset's figure it checks (a section whose dependency is missing says so and is 
 About 8 minutes on one H200. `--dry-run` runs every section with tiny shapes on the CPU in under a minute
 (CI does): it checks the script, not the figures.
 
-    python benchmarks/gpu_check.py [--dry-run] [--sections env,generation,trainer,moe,selfplay] [--json out.json]
+    python benchmarks/gpu_check.py [--dry-run] [--quick] [--sections env,generation,trainer,moe,selfplay] [--json out.json]
 """
 import argparse
 import json
@@ -50,8 +50,8 @@ SCALE_DOWN = ['selfplay.iterations=1', 'selfplay.designs_per_iteration=2', 'self
 
 class Check:
     "The figures of one run, printed as they come and kept for --json."
-    def __init__(self, dry: bool):
-        self.dry, self.figures, self.status = dry, {}, {}
+    def __init__(self, dry: bool, quick: bool = False):
+        self.dry, self.quick, self.figures, self.status = dry, quick, {}, {}
 
     def say(self, section: str, text: str, **figures):
         print(f'[{section}] {text}', flush=True)
@@ -70,8 +70,13 @@ def peak_gb(device: str) -> float | None:
 
 
 def peak_text(device: str) -> str:
+    "The peak torch allocated, beside what it reserved (its cache) and what the whole device had in use (other processes and\n    the CUDA context included): the figure `spade plan` must cover is the last."
+    import torch
     p = peak_gb(device)
-    return 'peak GPU memory n/a on the CPU' if p is None else f'peak {p:.1f} GiB'
+    if p is None: return 'peak GPU memory n/a on the CPU'
+    free, total = torch.cuda.mem_get_info()
+    return (f'peak {p:.1f} GiB allocated, {torch.cuda.max_memory_reserved() / 2**30:.1f} GiB reserved, '
+            f'{(total - free) / 2**30:.1f} GiB in use on the device now')
 
 
 def reset_peak(device: str):
@@ -88,7 +93,11 @@ def qwen3_model(shape: dict, dtype, device: str, seed: int = 0):
     tok = AutoTokenizer.from_pretrained(qwen3_tokenizer_path())
     cfg = Qwen3Config(vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **shape)
     torch.manual_seed(seed)
-    with torch.device(device): model = Qwen3ForCausalLM(cfg).to(dtype)
+    was = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # built in bf16 directly: an fp32 copy of 4B weights would take 16 GB first
+    try:
+        with torch.device(device): model = Qwen3ForCausalLM(cfg)
+    finally: torch.set_default_dtype(was)
     return model, tok
 
 
@@ -111,7 +120,7 @@ def section_generation(ck: Check, preset):
     dev, dtype = device_and_dtype(ck.dry)
     model, tok = qwen3_model(TINY if ck.dry else QWEN3_4B, dtype, dev)
     batch = 4 if ck.dry else preset.llm.batch_size
-    prompt_len, new = (32, 8) if ck.dry else (2048, 256)
+    prompt_len, new = (32, 8) if ck.dry else (2048, 64 if ck.quick else 256)
     pol = HFPolicy(model, tok, max_context=prompt_len + new + 8, batch_size=batch, name='qwen3-random')
     import numpy as np
     rng = np.random.default_rng(0)
@@ -141,7 +150,7 @@ def section_trainer(ck: Check, preset):
     import torch
     from spade_nb.core import Sample
     from spade_nb.llm import LLMConfig
-    from spade_nb.policy import load_policy
+    from spade_nb.policy import load_policy, release
     from transformers import AutoConfig
     from spade_nb.trainer import MemoryPeak, ModelDims, Trainer, step_memory
     dev, dtype = device_and_dtype(ck.dry)
@@ -161,7 +170,7 @@ def section_trainer(ck: Check, preset):
         for quant in ('none', 'nf4'):
             if quant == 'nf4' and not importlib.util.find_spec('bitsandbytes'):
                 ck.say('trainer', 'nf4: skipped (bitsandbytes is not installed)'); continue
-            for gc in (True, False):
+            for gc in ((True,) if ck.quick and quant == 'nf4' else (True, False)):
                 key = f'{"qlora_nf4" if quant == "nf4" else "lora"}_{"ckpt" if gc else "nockpt"}'
                 cfg = preset.trainer.replace(gradient_checkpointing=gc, micro_batch_tokens=seqs * length, max_seq_len=length)
                 dims = ModelDims.of(AutoConfig.from_pretrained(work), dtype='float32' if ck.dry else 'bfloat16', quantization=quant)
@@ -183,7 +192,8 @@ def section_trainer(ck: Check, preset):
                        f'{preset.trainer.micro_batch_tokens}, max_seq_len {preset.trainer.max_seq_len}, checkpointing {preset.trainer.gradient_checkpointing})',
                        **{f'{key}_tokens_per_s': seqs * length / secs, f'{key}_peak_gib': peak_gb(dev),
                           f'{key}_step_peak_gib': m.peak / 2**30 if dev == 'cuda' else None, f'{key}_modelled_step_peak_gib': est['step_peak'] / 2**30})
-                del tr, pol
+                del tr
+                release(pol)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -214,6 +224,7 @@ def section_selfplay(ck: Check, preset):
     from spade_nb.cli import main
     from spade_nb.selfplay import Run
     dev, dtype = device_and_dtype(ck.dry)
+    reset_peak(dev)  # the iteration's own peak, not an earlier section's
     model, tok = qwen3_model(TINY if ck.dry else QWEN3_4B, dtype, 'cpu' if ck.dry else dev)
     work = Path(tempfile.mkdtemp(prefix='gpu-check-run-'))
     try:
@@ -252,7 +263,7 @@ def section_selfplay(ck: Check, preset):
 def section_seeded(ck: Check, preset):
     import vllm  # noqa: F401  (missing: the section is skipped and says so)
     from spade_nb.llm import LLMConfig
-    from spade_nb.policy import load_policy
+    from spade_nb.policy import load_policy, release
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from generation import seeded_cost
     dev, dtype = device_and_dtype(ck.dry)
@@ -266,8 +277,9 @@ def section_seeded(ck: Check, preset):
                                    dtype='float32' if ck.dry else 'bfloat16', device='cpu' if ck.dry else 'auto'))
         import numpy as np
         rng = np.random.default_rng(0)
-        r = seeded_cost(vp.llm, [rng.integers(100, 100000, prompt_len).tolist() for _ in range(batch)], 8 if ck.dry else 64, 1 if ck.dry else 2)
-        vp.close()
+        try: r = seeded_cost(vp.llm, [rng.integers(100, 100000, prompt_len).tolist() for _ in range(batch)], 8 if ck.dry else 64,
+                             1 if ck.dry or ck.quick else 2)
+        finally: release(vp)  # the engine's process waited for: nothing of it is left for a later section
         ck.say('seeded', f'vLLM, {batch} prompts of {prompt_len} tokens x {r["tokens"] // batch} new: every request seeded {r["seeded_s"]:.2f} s, '
                f'none seeded {r["unseeded_s"]:.2f} s, ratio {r["ratio"]:.3f} (goal <= 1.10: {"met" if r["ratio"] <= 1.10 else "NOT met"}); '
                f'seeded requests repeat their tokens: {r["repeats"]}', seeded_ratio=r['ratio'], seeded_repeats=r['repeats'])
@@ -282,12 +294,13 @@ SECTIONS = {'env': section_env, 'generation': section_generation, 'trainer': sec
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--dry-run', action='store_true', help='tiny shapes on the CPU: checks the script in under a minute')
+    ap.add_argument('--quick', action='store_true', help='fewer tokens and variants: every section within a borrowed GPU session')
     ap.add_argument('--sections', default=','.join(SECTIONS), help='comma-separated, from: ' + ', '.join(SECTIONS))
     ap.add_argument('--json', help='also write the figures to this file')
     a = ap.parse_args()
     from spade_nb.selfplay import load_config
     preset = load_config('single-gpu')
-    ck = Check(a.dry_run)
+    ck = Check(a.dry_run, a.quick)
     t0 = time.perf_counter()
     for name in a.sections.split(','):
         if name not in SECTIONS: sys.exit(f'unknown section {name!r}; sections: {", ".join(SECTIONS)}')
@@ -299,9 +312,9 @@ def main():
         except Exception as e:  # one section failing does not stop the others
             ck.status[name] = f'failed: {type(e).__name__}: {e}'; traceback.print_exc(); print(f'[{name}] FAILED: {e}')
         print(f'[{name}] {time.perf_counter() - t:.0f} s', flush=True)
-    print(f'gpu_check: {"dry run, " if a.dry_run else ""}{time.perf_counter() - t0:.0f} s; ' +
+    print(f'gpu_check: {"dry run, " if a.dry_run else ""}{"quick, " if a.quick else ""}{time.perf_counter() - t0:.0f} s; ' +
           ', '.join(f'{k} {v}' for k, v in ck.status.items()))
-    if a.json: Path(a.json).write_text(json.dumps({'dry_run': a.dry_run, 'status': ck.status, 'figures': ck.figures}, indent=1, default=str))
+    if a.json: Path(a.json).write_text(json.dumps({'dry_run': a.dry_run, 'quick': a.quick, 'status': ck.status, 'figures': ck.figures}, indent=1, default=str))
     return 0 if all(v == 'ok' or v.startswith('skipped') for v in ck.status.values()) else 1
 
 

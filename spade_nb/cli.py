@@ -84,11 +84,12 @@ def _doctor(args) -> int:
 # %% ../nbs/20_cli.ipynb #1fd1a3e6
 def _follow(cfg) -> int:
     "A rank other than 0 of `spade selfplay` under a launcher: the trainer on the run's model, then rank 0's updates."
-    from spade_nb.distributed import check_world, follow, world
+    from spade_nb.distributed import check_world, follow, sharded_world, world
     from spade_nb.policy import load_policy
     from spade_nb.trainer import Trainer
     check_world(cfg.llm.backend, cfg.trainer.sharding)
-    steps = follow(Trainer(load_policy(cfg.llm.replace(backend='hf')), cfg.trainer))
+    policy = load_policy(cfg.llm.replace(backend='hf'), keep_on_cpu=sharded_world(cfg.trainer.sharding))
+    steps = follow(Trainer(policy, cfg.trainer))
     print(f'spade selfplay: rank {world()[0]} trained {steps} updates')
     return 0
 

@@ -16,7 +16,7 @@ from .core import ConfigError, Sample
 
 # %% auto #0
 __all__ = ['world', 'init_distributed', 'broadcast_json', 'samples_to_json', 'samples_from_json', 'shard', 'RankZeroTrainer',
-           'on_rank_zero', 'follow', 'check_world']
+           'on_rank_zero', 'follow', 'sharded_world', 'check_world']
 
 # %% ../nbs/15c_distributed.ipynb #09d65c05
 def _dist():
@@ -125,6 +125,11 @@ def follow(trainer) -> int:
         else: raise RuntimeError(f'rank {rank}: rank 0 sent an unknown message {op!r}')
 
 # %% ../nbs/15c_distributed.ipynb #4ae93ea0
+def sharded_world(sharding: str) -> bool:
+    """Will the trainer shard the model (FSDP2 over several processes)? Then it loads on the CPU and each rank moves
+    only its shards to its GPU."""
+    return sharding == 'fsdp2' and world()[1] > 1
+
 def check_world(backend: str, sharding: str, size: int | None = None):
     "Raise `ConfigError` when `size` processes (the launcher's) could not generate: a sharded model, backend hf."
     size = world()[1] if size is None else size

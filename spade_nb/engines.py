@@ -28,8 +28,8 @@ from .core import Completion, ConfigError, visible
 from .llm import HFPolicy, LLMConfig, SamplingParams
 
 # %% auto #0
-__all__ = ['backend_status', 'check_backend', 'EnginePolicy', 'VLLMPolicy', 'ServerError', 'OpenAIPolicy', 'engine_policy',
-           'HFEngine', 'logprob_gap', 'greedy_agrees']
+__all__ = ['backend_status', 'vllm_quantizations', 'check_backend', 'EnginePolicy', 'VLLMPolicy', 'ServerError', 'OpenAIPolicy',
+           'engine_policy', 'HFEngine', 'logprob_gap', 'greedy_agrees']
 
 # %% ../nbs/02a_engines.ipynb #1109fd5c
 def _has(module: str) -> bool:
@@ -47,11 +47,29 @@ def backend_status() -> dict[str, str]:
     out['openai'] = 'ok (needs a running OpenAI-compatible server: llm.servers)'
     return out
 
+def vllm_quantizations() -> set[str] | None:
+    """The quantization methods the installed vLLM accepts, its plugins loaded (`vllm-bnb-plugin` adds bitsandbytes,
+    which vLLM 0.28 moved out of its tree); None without vLLM."""
+    if not _has('vllm'): return None
+    try:
+        from vllm.plugins import load_general_plugins
+        load_general_plugins()
+        from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+    except ImportError: return None
+    return set(QUANTIZATION_METHODS)
+
 def check_backend(cfg: LLMConfig):
-    "Refuse, before any weights load, a backend that cannot run here; the error names the key and the fallback."
+    """Refuse, before any weights load, a backend that cannot run here (or a quantization the installed vLLM does not
+    offer); the error names the key and the fallback."""
     if cfg.backend == 'vllm' and not _has('vllm'):
         raise ConfigError('llm.backend', f"vllm: {backend_status()['vllm']}; or generate with transformers instead "
                           "(slower, nothing else changes): --set llm.backend=hf")
+    q = cfg.engine.args.get('quantization') if cfg.backend == 'vllm' else None
+    if q and (offered := vllm_quantizations()) is not None and q not in offered:
+        plugin = (' (vLLM 0.28 moved bitsandbytes to a plugin: pip install vllm-bnb-plugin, or spade_nb[vllm])'
+                  if q == 'bitsandbytes' else '')
+        raise ConfigError('llm.engine.args', f'quantization {q!r}: the installed vLLM {_dist_version("vllm") or ""} '
+                          f'does not offer it{plugin}; or train LoRA on the bf16 base: llm.quantization=none')
 
 def _dist_version(name: str) -> str | None:
     import importlib.metadata as md
@@ -221,18 +239,20 @@ class VLLMPolicy(EnginePolicy):
                  for o in sorted(r.outputs, key=lambda o: o.index)]
                 for r in outs]
 
-    @contextlib.contextmanager
-    def offloaded(self):
-        "While the trainer runs: the engine asleep on a GPU (its weights and KV cache freed), nothing on a CPU."
-        if not (self.on_gpu and self.cfg.engine.sleep):
-            yield; return
-        self.llm.sleep(level=1)
-        try: yield
-        finally:
-            import gc, torch
-            # the step's cached blocks go back to the GPU: the engine wakes into free memory
-            gc.collect(); torch.cuda.empty_cache()
-            self.llm.wake_up()
+# %% ../nbs/02a_engines.ipynb #cea9bf0e
+@patch
+@contextlib.contextmanager
+def offloaded(self: VLLMPolicy):
+    "While the trainer runs: the engine asleep on a GPU (its weights and KV cache freed), nothing on a CPU."
+    if not (self.on_gpu and self.cfg.engine.sleep):
+        yield; return
+    self.llm.sleep(level=1)
+    try: yield
+    finally:
+        import gc, torch
+        # the step's cached blocks go back to the GPU: the engine wakes into free memory
+        gc.collect(); torch.cuda.empty_cache()
+        self.llm.wake_up()
 
 # %% ../nbs/02a_engines.ipynb #74389728
 class ServerError(RuntimeError):

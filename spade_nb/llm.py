@@ -602,9 +602,10 @@ def model_path(cfg: LLMConfig) -> str | Path:
     return embedded_model_path() if is_embedded(cfg.model) else (resolve_offline(cfg.model) or cfg.model)
 
 # %% ../nbs/02_llm.ipynb #a7580e26
-def load_hf_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
+def load_hf_policy(cfg: LLMConfig | None = None, *, keep_on_cpu: bool = False, **changes) -> HFPolicy:
     """The HF policy `cfg` names (the embedded default, a local folder, or a hub id, the usual way, or its installed
-    offline copy); `spade_nb.policy.load_policy` puts an engine in front of it."""
+    offline copy); `spade_nb.policy.load_policy` puts an engine in front of it. `keep_on_cpu`: in `llm.dtype` as on
+    its device, but left on the CPU (an FSDP2 trainer moves it to the GPU layer by layer as it shards it)."""
     if 'torch' not in sys.modules: os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')  # read when torch loads
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -630,7 +631,8 @@ def load_hf_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy:
     except OSError as e:
         raise OSError(f"could not load model {cfg.model!r}: {e}") from e
     if cfg.gguf_file: _clear_quantized_tags(model)
-    policy = HFPolicy(model if cfg.quantization != 'none' else model.to(device), tok, max_context=cfg.max_context,
+    policy = HFPolicy(model if cfg.quantization != 'none' or keep_on_cpu else model.to(device), tok,
+                      max_context=cfg.max_context,
                       batch_size=cfg.batch_size,
                       name='SmolLM2-135M-Instruct (embedded)' if is_embedded(cfg.model) else str(cfg.model))
     if cfg.adapter: policy.set_adapter(cfg.adapter, version=0)

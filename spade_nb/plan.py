@@ -136,8 +136,8 @@ def engine_figures(dims: ModelDims, cfg: RunConfig, tp: int, context: int) -> di
     linear = sum(i * o * dims.copies(n) for n, (i, o) in lin.items()) * dims.layers
     nf4 = cfg.llm.quantization == 'nf4'
     weights = (linear * 4.5 / 8 + (dims.params() - linear) * 2) if nf4 else dims.params() * 2
-    targets = [t for t in cfg.trainer.target_modules if t in lin]
-    lora = e.max_loras * e.max_lora_rank * sum(sum(lin[t]) * dims.copies(t) for t in targets) * dims.layers * 2
+    # vLLM gives every LoRA-capable linear module its slots, whatever the trainer's targets are
+    lora = e.max_loras * e.max_lora_rank * sum(sum(lin[t]) * dims.copies(t) for t in lin) * dims.layers * 2
     width = 6 * dims.hidden + 3 * lin['up_proj'][1] * dims.copies('up_proj', active=True)
     workspace = max(context, 2048) * width * 2 // tp + 256 * dims.vocab * 4
     return {'weights': int(weights // tp), 'LoRA slots': lora // tp, 'forward workspace': workspace,
@@ -176,6 +176,13 @@ def _trainer_role(dims: ModelDims, cfg: RunConfig, n: int, cap: int, extra: dict
     if cfg.trainer.sharding == 'fsdp2' and n > 1:
         notes.append(f'sharded over {n} ranks (FSDP2): each holds 1/{n} of the weights, the LoRA adapter, its '
                      'gradients and optimizer state')
+        whole = trainer_figures(dims, cfg.trainer)['weights']
+        notes.append(f'loading: each rank reads the whole model on the CPU ({_gib(whole)} GiB of host memory, '
+                     f'{_gib(n * whole)} GiB for the node) and moves it to its GPU a layer at a time as it shards it: '
+                     f'the load peak on a GPU is {_gib(whole // n + whole // dims.layers)} GiB')
+    else:
+        whole = trainer_figures(dims, cfg.trainer)['weights']
+        notes.append(f'loading: the whole model goes to the GPU ({_gib(whole)} GiB), below the step peak')
     return GpuRole('train rank' if extra is None else 'shared GPU, training', n, figs, cap, notes)
 
 # %% ../nbs/18_plan.ipynb #c539725e
@@ -189,7 +196,9 @@ def _shared_roles(dims: ModelDims, cfg: RunConfig, cap: int, context: int) -> li
         engine = GpuRole('engine share', n, engine_figures(dims, cfg, 1, context), share)
         engine.notes.append(_kv_note(dims, engine, 1, context, cfg.llm.batch_size))
         gen = GpuRole('shared GPU, generating', n, {**rest, 'CUDA context': RUNTIME, 'engine share': share}, cap)
-        asleep = {} if e.sleep else {'engine share (awake: engine.sleep is off)': share}
+        # level-1 sleep frees the weights and the KV cache; the engine's CUDA context and graph pools stay
+        asleep = ({'engine asleep (CUDA context, graph pools)': RUNTIME} if e.sleep
+                  else {'engine share (awake: engine.sleep is off)': share})
         return [gen, engine, _trainer_role(dims, cfg, n, cap, asleep)]
     if cfg.llm.backend == 'hf':  # the trained model generates: its KV cache and last-token logits
         b = {'float32': 4}.get(dims.dtype, 2)
@@ -240,6 +249,11 @@ def plan(cfg: RunConfig, gpus: int | None = None, gpu_memory_gb: float = 80.0) -
     return Plan(cfg.name, cfg.llm.model, dims, gpus, cap, roles, iteration_load(cfg), problems)
 
 # %% ../nbs/18_plan.ipynb #e50d28dc
+def _engine_quantizes_nf4() -> bool:
+    "Can the installed vLLM quantize with bitsandbytes (its plugin installed)? Else no QLoRA advice beside it."
+    from spade_nb.engines import vllm_quantizations
+    return 'bitsandbytes' in (vllm_quantizations() or ())
+
 def _variants(cfg: RunConfig, tier: int) -> list[list[str]]:
     "Single changes that may help `cfg` fit, each as `--set` assignments; tier 2 adds nf4 weights."
     t, L, e, out = cfg.trainer, cfg.launch, cfg.llm.engine, []
@@ -251,7 +265,7 @@ def _variants(cfg: RunConfig, tier: int) -> list[list[str]]:
                 if u != e.gpu_memory_utilization]
     if L.generation_gpus and L.data_parallel % 2 == 0:
         out.append([f'launch.tensor_parallel={2 * L.tensor_parallel}', f'launch.data_parallel={L.data_parallel // 2}'])
-    if tier >= 2 and cfg.llm.quantization != 'nf4':
+    if tier >= 2 and cfg.llm.quantization != 'nf4' and (cfg.llm.backend != 'vllm' or _engine_quantizes_nf4()):
         out.append(['llm.quantization=nf4'] + (['llm.engine.args={quantization: bitsandbytes}']
                                                 if cfg.llm.backend == 'vllm' else []))
     return out

@@ -14,14 +14,14 @@ from .llm import HFPolicy, LLMConfig, load_hf_policy, model_path
 __all__ = ['load_policy', 'release', 'loaded_policy']
 
 # %% ../nbs/02b_policy.ipynb #6a8eab78
-def load_policy(cfg: LLMConfig | None = None, **changes) -> HFPolicy | EnginePolicy:
+def load_policy(cfg: LLMConfig | None = None, *, keep_on_cpu: bool = False, **changes) -> HFPolicy | EnginePolicy:
     """The policy `cfg` (with `changes`) names, on `cfg.backend`: the HF model, and for `vllm` or `openai` an engine in
-    front of it."""
+    front of it. `keep_on_cpu`: the HF model stays on the CPU until an FSDP2 trainer shards it (`load_hf_policy`)."""
     cfg = cfg or LLMConfig()
     if changes: cfg = cfg.replace(**changes)
     # a backend that cannot run here fails now, not after the weights have loaded
     if cfg.backend != 'hf': check_backend(cfg)
-    policy = load_hf_policy(cfg)
+    policy = load_hf_policy(cfg, keep_on_cpu=keep_on_cpu)
     return policy if cfg.backend == 'hf' else engine_policy(policy, cfg, str(model_path(cfg)))
 
 # %% ../nbs/02b_policy.ipynb #da2da866

@@ -1118,14 +1118,14 @@ class RunParts:
 def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -> RunParts:
     "Build a run's parts in `run_dir`; a fresh run's memory gets the training seed environments (or the fixed pool)."
     from spade_nb.corpus import Corpus
-    from spade_nb.distributed import check_world, on_rank_zero
+    from spade_nb.distributed import check_world, on_rank_zero, sharded_world
     from spade_nb.policy import load_policy
     from spade_nb.seeds import seed_sources
     from spade_nb.trainer import Trainer
     run_dir.make()
     sp, seeds = cfg.selfplay, Seeds(cfg.seed)
     check_world(cfg.llm.backend if policy is None else getattr(policy, 'kind', 'hf'), cfg.trainer.sharding)
-    policy = policy if policy is not None else load_policy(cfg.llm)
+    policy = policy if policy is not None else load_policy(cfg.llm, keep_on_cpu=sharded_world(cfg.trainer.sharding))
     trainer = on_rank_zero(Trainer(policy, cfg.trainer))  # several processes: each update runs on every rank
     corpus = None
     if sp.use_corpus and not sp.fixed_pool:

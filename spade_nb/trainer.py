@@ -194,14 +194,13 @@ class Trainer:
     "LoRA (or QLoRA) policy-gradient updates on `policy.model`, handing each new adapter version to `policy`."
     def __init__(self, policy, cfg: TrainerConfig | None = None):
         import torch
-        from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
+        from peft import LoraConfig, PeftModel, get_peft_model
         self.policy, self.cfg = policy, cfg or TrainerConfig()
         self.tis_cap = resolve_tis_cap(self.cfg.tis_cap, policy)
         model = policy.model
         quantized = bool(getattr(model, 'is_loaded_in_4bit', False) or getattr(model, 'is_loaded_in_8bit', False))
-        if quantized:
-            model = _quietly(prepare_model_for_kbit_training, model,
-                             use_gradient_checkpointing=self.cfg.gradient_checkpointing)
+        if quantized:  # the base frozen; its unquantized weights (norms, embeddings, head) stay in llm.dtype
+            for p in model.parameters(): p.requires_grad_(False)
         lcfg = LoraConfig(r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha, lora_dropout=self.cfg.lora_dropout,
                           target_modules=list(self.cfg.target_modules), task_type='CAUSAL_LM')
         with torch.random.fork_rng(devices=[]):  # the same initial adapter in every data-parallel process
@@ -213,7 +212,7 @@ class Trainer:
                                       adapter_name='agent' if self.cfg.separate_adapters else 'default')
             if self.cfg.separate_adapters and 'designer' not in self.model.peft_config:
                 self.model.add_adapter('designer', lcfg)
-        if self.cfg.gradient_checkpointing and not quantized:
+        if self.cfg.gradient_checkpointing:
             _checkpoint_activations(self.model)
             self.model.enable_input_require_grads()
         if self.cfg.separate_adapters:  # peft trains only the active adapter; make both trainable
@@ -222,10 +221,12 @@ class Trainer:
         self.model.train()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if (d := _dist()) is not None:
-            for p in self.params: d.broadcast(p.data, 0)
-        self._check_head()
+            for p in self.params: _broadcast(d, p.data)
         self.sharded = self.cfg.sharding == 'fsdp2' and d is not None and d.get_world_size() > 1
+        # sharded: the model came on the CPU (`load_policy(..., keep_on_cpu=True)`); each layer moves to this rank's
+        # GPU as it is sharded, so no rank ever holds the whole model there
         if self.sharded: self._shard(); self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self._check_head()  # after sharding: through the sharded root
         betas = tuple(self.cfg.betas)
         if self.cfg.optimizer == 'adamw8bit':
             import bitsandbytes as bnb
@@ -242,6 +243,12 @@ class Trainer:
         policy.model.eval()
 
 # %% ../nbs/15_trainer.ipynb #d7d0d153
+def _broadcast(d, t):
+    "Rank 0's `t` in every process (NCCL moves GPU tensors only: a CPU one goes through this rank's GPU)."
+    if t.device.type == 'cpu' and d.get_backend() == 'nccl':
+        g = t.cuda(); d.broadcast(g, 0); t.copy_(g.cpu())
+    else: d.broadcast(t, 0)
+
 def _py_state(s): return [s[0], list(s[1]), s[2]]
 def _py_unstate(s): return (s[0], tuple(s[1]), s[2])
 
@@ -346,17 +353,22 @@ def _logp(self: Trainer, ids, att, temps, mask=None):
     if self.sharded: return self._fwd(ids, att, temps, mask)
     return token_logp(self.model, ids, att, temps, mask, chunk_mb=self.cfg.logp_chunk_mb)
 
+def _head_logits(model, ids):
+    "The model's own logits on `ids`, and `output_head`'s, both fp32."
+    parts = output_head(model)
+    return model(input_ids=ids).logits.float(), parts.head(parts.decoder(input_ids=ids).last_hidden_state).float()
+
 @patch
 def _check_head(self: Trainer):
     """The model's own logits, on a short probe, are `output_head`'s: an architecture that does more to them fails here,
     not silently in training."""
     import torch
-    parts, was = output_head(self.model), self.model.training
+    was = self.model.training
     ids = torch.arange(3, 11, device=self.policy.device)[None]
     self.model.eval()
-    with torch.no_grad():
-        want = self.model(input_ids=ids).logits.float()
-        got = parts.head(parts.decoder(input_ids=ids).last_hidden_state).float()
+    with torch.no_grad():  # a sharded model through its root: every process takes part
+        want, got = self._fwd(ids, None, None, check=True) if self.sharded else _head_logits(self.model, ids)
+    if self.sharded: self._fwd.reshard()  # FSDP2 keeps the root's weights gathered after its forward: shards again
     self.model.train(was)
     if not torch.allclose(got, want, atol=1e-3 * (1 + float(want.abs().max())), rtol=1e-3):
         raise ValueError(f'{type(self.model.get_base_model()).__name__}: its logits are not the output head applied to '
@@ -372,8 +384,9 @@ def _logp_module(model, chunk_mb: float):
         def __init__(self):
             super().__init__()
             self.model = model
-        def forward(self, ids, att, temps, mask=None): return token_logp(self.model, ids, att, temps, mask,
-                                                                           chunk_mb=chunk_mb)
+        def forward(self, ids, att, temps, mask=None, check=False):
+            if check: return _head_logits(self.model, ids)  # `Trainer._check_head`
+            return token_logp(self.model, ids, att, temps, mask, chunk_mb=chunk_mb)
     return TokenLogp()
 
 @patch
@@ -621,7 +634,10 @@ def _write(self: Trainer, path: Path, trainable: dict, optim: dict):
                                state_dict={k.removeprefix('model.'): v for k, v in trainable.items()})
     save_file(trainable, path/'trainable.safetensors')
     torch.save(optim, path/'optimizer.pt')
-    save_file({'torch_cpu': torch.get_rng_state()}, path/'rng.safetensors')
+    rng = {'torch_cpu': torch.get_rng_state()}
+    if torch.cuda.is_initialized():  # sampling and dropout on the GPU draw from these, one per device
+        rng.update({f'torch_cuda_{i}': s for i, s in enumerate(torch.cuda.get_rng_state_all())})
+    save_file(rng, path/'rng.safetensors')
     np_state = np.random.get_state()
     (path/'state.json').write_text(json.dumps({
         'step': self.step, 'updates': self.updates, 'scheduler': self.sched.state_dict(), 'config': self.cfg.to_dict(),
@@ -653,7 +669,10 @@ def load(self: Trainer, path: str | Path):
     st = json.loads((path/'state.json').read_text())
     self.sched.load_state_dict(st['scheduler'])
     self.step, self.updates = st['step'], st.get('updates', st['step'])  # before 'updates': one step an update
-    torch.set_rng_state(load_file(path/'rng.safetensors')['torch_cpu'])
+    rng = load_file(path/'rng.safetensors')
+    torch.set_rng_state(rng['torch_cpu'])
+    cuda = [rng[k] for k in sorted((k for k in rng if k.startswith('torch_cuda_')), key=lambda k: int(k[11:]))]
+    if cuda and torch.cuda.is_available(): torch.cuda.set_rng_state_all(cuda[:torch.cuda.device_count()])
     n = st['numpy']; np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
     random.setstate(_py_unstate(st['python']))
     self._publish()
@@ -783,7 +802,7 @@ def step_memory(dims: ModelDims, cfg: TrainerConfig, *, tokens: int | None = Non
     targets = {t for t in cfg.target_modules if t in lin}
     linear = sum(i * o * d.copies(n) for n, (i, o) in lin.items()) * d.layers
     rest = d.params() - linear  # embeddings, norms, biases, routers: kept in 16 or 32 bits
-    weights = linear * 4.5 / 8 + rest * 4 if d.quantization == 'nf4' else (linear + rest) * b
+    weights = linear * 4.5 / 8 + rest * b if d.quantization == 'nf4' else (linear + rest) * b
     n_lora = cfg.lora_r * (sum(sum(lin[t]) * d.copies(t) for t in targets) * d.layers + (d.hidden + d.vocab)
                            * ('lm_head' in cfg.target_modules))
     n_lora *= 2 if cfg.separate_adapters else 1

@@ -8,6 +8,7 @@ the weights, gradients and optimizer state (torch's `fully_shard`, applied by th
 only launches), and the gathered weights and the summed loss are still those of one process.
 """
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,9 @@ def launch_two(script: Path, *args) -> str:
     "Run `script` (with `args`) in two CPU processes under `accelerate launch` (configs/accelerate); their output."
     accelerate = shutil.which('accelerate') or str(Path(sys.executable).parent/'accelerate')
     config = Path(__file__).resolve().parents[1]/'configs'/'accelerate'/'one-node.yaml'  # the settings spade launch passes
-    r = subprocess.run([accelerate, 'launch', '--config_file', str(config), '--num_processes', '2', str(script), *map(str, args)],
+    with socket.socket() as s: s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]  # two launches at once (xdist) never share one
+    r = subprocess.run([accelerate, 'launch', '--config_file', str(config), '--num_processes', '2', '--main_process_port', str(port),
+                        str(script), *map(str, args)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return r.stdout + r.stderr

@@ -80,6 +80,19 @@ def test_the_policy_notebook_with_vllm():
     assert ok
 
 
+def test_the_installed_vllm_lists_its_quantizations_and_a_missing_one_is_refused():
+    "What `check_backend` reads from the installed vLLM (plugins loaded): its quantization methods; one it lacks stops a run by key."
+    require('vllm')
+    from spade_nb.core import ConfigError
+    from spade_nb.engines import check_backend, vllm_quantizations
+    from spade_nb.llm import EngineConfig, LLMConfig
+    got = vllm_quantizations()
+    assert got and {'fp8', 'awq', 'gptq'} <= got, got
+    print('bitsandbytes offered:', 'bitsandbytes' in got)
+    with pytest.raises(ConfigError, match="llm.engine.args: quantization 'no-such-method'"):
+        check_backend(LLMConfig(backend='vllm', engine=EngineConfig(args={'quantization': 'no-such-method'})))
+
+
 def test_a_trained_adapter_reaches_the_in_process_engine():
     "One step of our trainer (a large learning rate, so that one step shows) gives adapter version 1; the engine's next completions come from it."
     require('vllm')
