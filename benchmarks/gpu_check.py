@@ -8,16 +8,19 @@ preset's figure it checks (a section whose dependency is missing says so and is 
 2. generation  HF backend tokens/s at the preset's batch (llm.batch_size), and what that means for an iteration
 3. trainer     at the preset's micro-batch (micro_batch_tokens in rows of max_seq_len): training tokens/s, the step's peak
                GPU memory above resting beside `spade plan`'s figure for it (`step_memory`); LoRA and QLoRA nf4, checkpointing on and off (a
-               variant whose modelled memory exceeds the free GPU memory is skipped and says so)
+               variant whose modelled memory exceeds the free GPU memory runs at the largest half of the micro-batch that fits,
+               and says so; --quick: QLoRA with checkpointing only)
 4. moe         one Qwen3-30B-A3B layer: forward and backward tokens/s and peak memory (when memory allows)
 5. selfplay    one iteration of the single-gpu preset, counts scaled down, on the real-shape random Qwen3 in bf16, on the
                preset's backend (vLLM) where vLLM is installed, else on its documented fallback (HF), saying which; with
                each stage's generation rate (tokens generated / stage seconds: vLLM's tokens/s where it runs)
 6. seeded      what per-request seeds cost vLLM at the preset's shape (llm.batch_size prompts of 2,048 tokens x 64 new tokens on
                the real-shape Qwen3-4B): every request seeded, as the backend sends them, against none (goal: ratio <= 1.10);
+               then, on the same engine, a trained adapter's log-probs on vLLM against the HF copy's, before and after one
+               more sleep/wake cycle (an adapter that stops applying after wake fails the check);
                needs vLLM (the dry run: a tiny Qwen3 on vLLM's CPU build, as tests/test_vllm.py runs it)
 
-About 8 minutes on one H200. `--dry-run` runs every section with tiny shapes on the CPU in under a minute
+About 8 minutes on one H200 (`--quick`: meant to be under 6 on one H100, not yet measured). `--dry-run` runs every section with tiny shapes on the CPU in under a minute
 (CI does): it checks the script, not the figures.
 
     python benchmarks/gpu_check.py [--dry-run] [--quick] [--sections env,generation,trainer,moe,selfplay] [--json out.json]
@@ -161,20 +164,30 @@ def section_trainer(ck: Check, preset):
         del model
         # the preset's micro-batch: micro_batch_tokens padded tokens in rows of max_seq_len (dry: the same shape, scaled down)
         tokens, length = (256, 128) if ck.dry else (preset.trainer.micro_batch_tokens, preset.trainer.max_seq_len)
-        seqs = max(1, tokens // length)
         rng = np.random.default_rng(0)
-        prompt = length // 4
-        samples = [Sample(rng.integers(100, 100000, length - 8 * i).tolist(), [0] * prompt + [1] * (length - 8 * i - prompt),  # rows padded, as in a run
-                          [0.0] * prompt + [-1.0] * (length - 8 * i - prompt), 'agent', float(i % 2), 'g') for i in range(seqs)]
+
+        def make(seqs, length):  # rows padded, as in a run
+            prompt = length // 4
+            return [Sample(rng.integers(100, 100000, length - 8 * i).tolist(), [0] * prompt + [1] * (length - 8 * i - prompt),
+                           [0.0] * prompt + [-1.0] * (length - 8 * i - prompt), 'agent', float(i % 2), 'g') for i in range(seqs)]
         free = torch.cuda.mem_get_info()[0] if dev == 'cuda' else None
+        preset_seqs, preset_length = max(1, tokens // length), length
         for quant in ('none', 'nf4'):
             if quant == 'nf4' and not importlib.util.find_spec('bitsandbytes'):
                 ck.say('trainer', 'nf4: skipped (bitsandbytes is not installed)'); continue
             for gc in ((True,) if ck.quick and quant == 'nf4' else (True, False)):
                 key = f'{"qlora_nf4" if quant == "nf4" else "lora"}_{"ckpt" if gc else "nockpt"}'
-                cfg = preset.trainer.replace(gradient_checkpointing=gc, micro_batch_tokens=seqs * length, max_seq_len=length)
+                seqs, length = preset_seqs, preset_length
                 dims = ModelDims.of(AutoConfig.from_pretrained(work), dtype='float32' if ck.dry else 'bfloat16', quantization=quant)
-                est = step_memory(dims, cfg)
+                while True:  # the preset's micro-batch, else the largest half of it that the model says fits (rows kept >= 1,024)
+                    cfg = preset.trainer.replace(gradient_checkpointing=gc, micro_batch_tokens=seqs * length, max_seq_len=length)
+                    est = step_memory(dims, cfg)
+                    if free is None or est['total'] <= 0.9 * free or length <= 1024: break
+                    seqs, length = (seqs // 2, length) if seqs > 1 else (seqs, length // 2)
+                if (seqs, length) != (preset_seqs, preset_length):
+                    ck.say('trainer', f'{key}: the preset\'s {preset_seqs} x {preset_length} tokens is modelled above the free memory: '
+                           f'measured at {seqs} x {length}')
+                samples = make(seqs, length)
                 if free is not None and est['total'] > 0.9 * free:
                     ck.say('trainer', f'{key}: skipped: modelled {est["total"] / 2**30:.1f} GiB (step peak {est["step_peak"] / 2**30:.1f}) '
                            f'> 90% of the {free / 2**30:.0f} GiB free', **{f'{key}_modelled_gib': est['total'] / 2**30})
@@ -277,14 +290,47 @@ def section_seeded(ck: Check, preset):
                                    dtype='float32' if ck.dry else 'bfloat16', device='cpu' if ck.dry else 'auto'))
         import numpy as np
         rng = np.random.default_rng(0)
-        try: r = seeded_cost(vp.llm, [rng.integers(100, 100000, prompt_len).tolist() for _ in range(batch)], 8 if ck.dry else 64,
-                             1 if ck.dry or ck.quick else 2)
+        try:
+            r = seeded_cost(vp.llm, [rng.integers(100, 100000, prompt_len).tolist() for _ in range(batch)], 8 if ck.dry else 64,
+                            1 if ck.dry or ck.quick else 2)
+            adapter_check(ck, vp, rng)  # on the same engine: a second one would cost another start
         finally: release(vp)  # the engine's process waited for: nothing of it is left for a later section
         ck.say('seeded', f'vLLM, {batch} prompts of {prompt_len} tokens x {r["tokens"] // batch} new: every request seeded {r["seeded_s"]:.2f} s, '
                f'none seeded {r["unseeded_s"]:.2f} s, ratio {r["ratio"]:.3f} (goal <= 1.10: {"met" if r["ratio"] <= 1.10 else "NOT met"}); '
                f'seeded requests repeat their tokens: {r["repeats"]}', seeded_ratio=r['ratio'], seeded_repeats=r['repeats'])
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def adapter_check(ck: Check, vp, rng):
+    """vLLM with a trained adapter against the HF copy with it, before and after one more sleep/wake cycle (the engine asleep
+    while the trainer steps, as in a run): an adapter that stops applying after wake shows as a gap near the adapter's own
+    effect (HF with it against HF without it, on the same tokens), and fails the check."""
+    from spade_nb.core import Sample
+    from spade_nb.engines import logprob_gap
+    from spade_nb.llm import SamplingParams
+    from spade_nb.trainer import Trainer, TrainerConfig
+    prompts = [rng.integers(100, 100000, 16).tolist() for _ in range(4)]
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=0)
+    outs = vp.generate(prompts, params)
+    samples = [Sample(p + c.token_ids, [0] * len(p) + [1] * len(c.token_ids), [0.0] * len(p) + c.logprobs, 'agent',
+                      float(j), group=f'p{i}') for i, (p, cs) in enumerate(zip(prompts, outs)) for j, c in enumerate(cs)]
+    tr = Trainer(vp, TrainerConfig(lr=5e-2, lora_r=8, lora_alpha=16))
+    with vp.offloaded(): tr.train_step(samples)  # the engine asleep while the trainer steps, awake after
+    outs = vp.generate(prompts, params)  # the trained adapter, registered with the engine
+    before = logprob_gap(vp, prompts, outs)
+    effect = max(abs(a - b) for p, cs in zip(prompts, outs) for c in cs
+                 for a, b in zip(vp.token_logprobs(p + c.token_ids, use_adapter=True)[len(p) - 1:],
+                                 vp.token_logprobs(p + c.token_ids, use_adapter=False)[len(p) - 1:]))
+    with vp.offloaded(): pass  # one more sleep/wake cycle
+    after = logprob_gap(vp, prompts, vp.generate(prompts, params))
+    ok = after < 0.5 * effect and before < 0.5 * effect
+    ck.say('adapter', f'vLLM with the trained adapter against the HF copy: worst log-prob gap {before:.2e} after the step, '
+           f'{after:.2e} after one more sleep/wake cycle; the adapter itself moves log-probs by up to {effect:.2e} '
+           f'({"the adapter applies" if ok else "FAILED: the engine does not apply the adapter"}; sleep and wake '
+           f'{"ran" if vp.on_gpu and vp.cfg.engine.sleep else "are GPU-only: not run here"})',
+           adapter_gap=before, adapter_gap_after_wake=after, adapter_effect=effect)
+    if not ok: raise RuntimeError(f'the engine does not apply the trained adapter (gap {before:.2e} / {after:.2e}, effect {effect:.2e})')
 
 
 SECTIONS = {'env': section_env, 'generation': section_generation, 'trainer': section_trainer, 'moe': section_moe,

@@ -168,6 +168,7 @@ def _vllm_kwargs(cfg: LLMConfig, path: str, device: str) -> dict:
     "The arguments of `vllm.LLM` for `cfg` (`engine.args` last: they win)."
     e = cfg.engine
     kw = dict(model=path, tokenizer=path, enable_lora=True, max_lora_rank=e.max_lora_rank, max_loras=e.max_loras,
+              lora_target_modules=list(e.lora_targets) if e.lora_targets else None,
               logprobs_mode='processed_logprobs', generation_config='vllm', max_model_len=cfg.max_context,
               seed=0, trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
     if cfg.dtype != 'auto': kw['dtype'] = cfg.dtype

@@ -37,6 +37,7 @@ def _flags(kw: dict) -> list[str]:
         if v is True: out.append(name)
         elif v is False:
             if k in _NEGATED: out.append('--no-' + k.replace('_', '-'))
+        elif isinstance(v, list) and all(isinstance(x, str) for x in v): out += [name, *v]  # a list of names: nargs
         else: out += [name, json.dumps(v) if isinstance(v, (dict, list)) else str(v)]
     return out
 
@@ -57,8 +58,9 @@ def server_argv(cfg: RunConfig, port: int, *, host: str = '127.0.0.1', tensor_pa
     "The command line of one vLLM server of `cfg`'s model on `port`, with the in-process engine's settings."
     from spade_nb.engines import _vllm_kwargs
     from spade_nb.llm import model_path
+    from spade_nb.selfplay import engine_targets
     path = str(model_path(cfg.llm))
-    kw = {k: v for k, v in _vllm_kwargs(cfg.llm, path, device).items()
+    kw = {k: v for k, v in _vllm_kwargs(engine_targets(cfg), path, device).items()
           if k not in ('model', 'seed', 'enable_sleep_mode')}  # a server only generates: it never sleeps for a trainer
     if tensor_parallel > 1: kw['tensor_parallel_size'] = tensor_parallel
     head = ([sys.executable, '-m', 'vllm.entrypoints.openai.api_server', '--model', path] if _vllm_cli() == 'module'

@@ -33,6 +33,9 @@ class EngineConfig(Config):
     kv_cache_gb: float | None = None  # vLLM's KV cache; None: 1 GiB on a CPU, from gpu_memory_utilization on a GPU
     max_lora_rank: int = 64  # at least trainer.lora_r
     max_loras: int = 2  # adapters resident at once (one per role with trainer.separate_adapters)
+    # the modules vLLM gives LoRA slots (its --lora-target-modules); None: every module it supports. A run sets the
+    # trainer's target_modules (`spade_nb.selfplay.engine_targets`)
+    lora_targets: list[str] | None = None
     sleep: bool = True  # put the engine to sleep while the trainer runs (GPU only: vLLM's sleep mode)
     # vLLM's engine core in its own process; None: no on a CPU, vLLM's default on a GPU
     multiprocessing: bool | None = None

@@ -136,8 +136,9 @@ def engine_figures(dims: ModelDims, cfg: RunConfig, tp: int, context: int) -> di
     linear = sum(i * o * dims.copies(n) for n, (i, o) in lin.items()) * dims.layers
     nf4 = cfg.llm.quantization == 'nf4'
     weights = (linear * 4.5 / 8 + (dims.params() - linear) * 2) if nf4 else dims.params() * 2
-    # vLLM gives every LoRA-capable linear module its slots, whatever the trainer's targets are
-    lora = e.max_loras * e.max_lora_rank * sum(sum(lin[t]) * dims.copies(t) for t in lin) * dims.layers * 2
+    # a run gives vLLM the trainer's targets (`engine_targets`); without them it gives every module it supports slots
+    targets = [t for t in (e.lora_targets or cfg.trainer.target_modules) if t in lin]
+    lora = e.max_loras * e.max_lora_rank * sum(sum(lin[t]) * dims.copies(t) for t in targets) * dims.layers * 2
     width = 6 * dims.hidden + 3 * lin['up_proj'][1] * dims.copies('up_proj', active=True)
     workspace = max(context, 2048) * width * 2 // tp + 256 * dims.vocab * 4
     return {'weights': int(weights // tp), 'LoRA slots': lora // tp, 'forward workspace': workspace,

@@ -44,9 +44,9 @@ __all__ = ['METRICS_DOC', 'STAGES', 'RESUME_KEYS', 'GRANT_KEYS', 'PLOTS', 'SelfP
            'DesignRow', 'DesignCounts', 'DesignOutcome', 'write_designs', 'admit_designs', 'HintOutcome', 'play_seeds',
            'hint_stage', 'PlayOutcome', 'play_stage', 'episode_rows', 'score_stage', 'RewardRow', 'RewardOutcome',
            'due_designs', 'window_reward', 'reward_stage', 'UpdateStats', 'UpdateOutcome', 'agent_samples',
-           'update_stage', 'memory_diversity', 'heldout_verdict', 'summarise', 'RunParts', 'open_run', 'readmit_stale',
-           'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'resumed_config', 'plot_run', 'plot_heldout',
-           'Run']
+           'update_stage', 'memory_diversity', 'heldout_verdict', 'summarise', 'RunParts', 'engine_targets', 'open_run',
+           'readmit_stale', 'StageClock', 'choose_envs', 'write_transcripts', 'SelfPlay', 'resumed_config', 'plot_run',
+           'plot_heldout', 'Run']
 
 # %% ../nbs/16_selfplay.ipynb #44a98fda
 @dataclass
@@ -1115,6 +1115,12 @@ class RunParts:
     heldout: dict[str, HeldoutEnv]
     notes: list[str] = field(default_factory=list)  # what opening did that a user should know (said when a run starts)
 
+def engine_targets(cfg: RunConfig) -> LLMConfig:
+    """`cfg.llm` with its engine's LoRA slots on the trainer's target modules (vLLM would otherwise give every module it
+    supports its slots: memory for adapters that never train), unless `llm.engine.lora_targets` names them."""
+    if cfg.llm.engine.lora_targets is not None: return cfg.llm
+    return cfg.llm.replace(engine=cfg.llm.engine.replace(lora_targets=list(cfg.trainer.target_modules)))
+
 def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -> RunParts:
     "Build a run's parts in `run_dir`; a fresh run's memory gets the training seed environments (or the fixed pool)."
     from spade_nb.corpus import Corpus
@@ -1125,7 +1131,7 @@ def open_run(cfg: RunConfig, run_dir: RunDir, policy=None, fresh: bool = True) -
     run_dir.make()
     sp, seeds = cfg.selfplay, Seeds(cfg.seed)
     check_world(cfg.llm.backend if policy is None else getattr(policy, 'kind', 'hf'), cfg.trainer.sharding)
-    policy = policy if policy is not None else load_policy(cfg.llm, keep_on_cpu=sharded_world(cfg.trainer.sharding))
+    if policy is None: policy = load_policy(engine_targets(cfg), keep_on_cpu=sharded_world(cfg.trainer.sharding))
     trainer = on_rank_zero(Trainer(policy, cfg.trainer))  # several processes: each update runs on every rank
     corpus = None
     if sp.use_corpus and not sp.fixed_pool:

@@ -50,7 +50,7 @@ class TrainerConfig(Config):
     max_len_const: int = 4096  # Dr. GRPO's constant
     kl_coef: float = 0.0
     # truncated importance sampling of every sample, for behaviour log-probs from another engine; 'auto': 2.0 when an
-    # engine (vllm, openai) samples, off when the trainer's own model does
+    # engine (vllm, openai) samples or the trainer's own model samples in 16 bits on a GPU, off otherwise
     tis_cap: float | Literal['auto'] | None = 'auto'
     stale_tis_cap: float | None = 2.0  # ... of samples with staleness > 0 only (delayed designer samples); None: off
     # the designer's centred rewards are multiplied by this (the reference: 32-50); a step logs each role's token and
@@ -185,11 +185,17 @@ def _checkpoint_activations(model):
 ENGINE_KINDS = ('engine', 'vllm', 'openai')  # `policy.kind` of a backend whose tokens another engine samples
 
 def resolve_tis_cap(cap: float | str | None, policy) -> float | None:
-    """`tis_cap` as a step applies it: 'auto' is 2.0 when an engine samples the behaviour tokens (`policy.kind`), off
-    when the trainer's own model does."""
+    """`tis_cap` as a step applies it: 'auto' is 2.0 when an engine samples the behaviour tokens (`policy.kind`) or the
+    trainer's own model samples in 16 bits on a GPU (its generate's logits differ from the training forward's by about
+    1e-2), off when it samples in fp32 (or on a CPU)."""
+    import torch
     if cap != 'auto': return cap
-    return 2.0 if getattr(policy, 'kind', None) in ENGINE_KINDS else None
+    if getattr(policy, 'kind', None) in ENGINE_KINDS: return 2.0
+    try: p = next(policy.model.parameters())
+    except (AttributeError, StopIteration, TypeError): return None
+    return 2.0 if p.device.type == 'cuda' and p.dtype in (torch.bfloat16, torch.float16) else None
 
+# %% ../nbs/15_trainer.ipynb #663892e3
 class Trainer:
     "LoRA (or QLoRA) policy-gradient updates on `policy.model`, handing each new adapter version to `policy`."
     def __init__(self, policy, cfg: TrainerConfig | None = None):

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_gpu_check_runs_dry(tmp_path):
     out = tmp_path/'figures.json'
-    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'gpu_check.py'), '--dry-run', '--json', str(out),
+    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'gpu_check.py'), '--dry-run', '--quick', '--json', str(out),
                         '--sections', 'env,generation,trainer,moe,selfplay'],  # seeded needs vLLM: tests/test_vllm.py runs it
                        capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

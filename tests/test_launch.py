@@ -37,6 +37,8 @@ def test_a_dry_run_of_every_preset(preset, capsys, tmp_path):
     assert len(servers) == (L.data_parallel if L.generation_gpus else 0)
     for s in servers:
         assert ('serve' in s or 'vllm.entrypoints.openai.api_server' in s) and '--enable-lora' in s
+        k = s.index('--lora-target-modules')  # LoRA slots on the modules the trainer trains, not on every module vLLM supports
+        assert s[k + 1:k + 1 + len(cfg.trainer.target_modules)] == cfg.trainer.target_modules
         assert len(_gpus(s)) == L.tensor_parallel
     assert any(a.endswith('accelerate') for a in trainer) and trainer[trainer.index('--num_processes') + 1] == str(L.training_gpus)
     assert trainer[trainer.index('--run-dir') + 1] == str(tmp_path/'run') and '--preset' in trainer

@@ -220,16 +220,18 @@ def test_the_single_gpu_preset_on_a_random_qwen3_on_the_vllm_backend(tmp_path, c
 
 
 def test_the_gpu_checks_seeded_section_runs_dry_on_vllm(tmp_path):
-    "benchmarks/gpu_check.py's seeded section (what per-request seeds cost vLLM) end to end on a tiny Qwen3, so the GPU session's run has run."
+    "benchmarks/gpu_check.py's seeded section (what per-request seeds cost vLLM; a trained adapter on the engine against the HF copy) end to end on a tiny Qwen3, so the GPU session's run has run."
     require('vllm')
     import json
     out = tmp_path/'figures.json'
-    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'gpu_check.py'), '--dry-run', '--sections', 'seeded', '--json', str(out)],
+    p = subprocess.run([sys.executable, str(ROOT/'benchmarks'/'gpu_check.py'), '--dry-run', '--quick', '--sections', 'seeded', '--json', str(out)],
                        capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     got = json.loads(out.read_text())
     assert got['status'] == {'seeded': 'ok'}, got['status']
     assert got['figures']['seeded']['seeded_ratio'] > 0 and got['figures']['seeded']['seeded_repeats'] is True
+    a = got['figures']['adapter']  # the trained adapter applies on the engine as on the HF copy (sleep and wake: GPU only)
+    assert a['adapter_gap'] < 1e-3 and a['adapter_gap_after_wake'] < 1e-3 and a['adapter_effect'] > 1e-2, a
 
 
 def test_the_generation_benchmarks_seeded_part_runs_small_on_vllm(tmp_path):
