@@ -124,10 +124,12 @@ class EnginePolicy(HFPolicy):
         shutil.rmtree(folder, ignore_errors=True)
 
     def close(self):
-        "Unload every adapter version the engine holds, remove their folders, and let the engine go."
+        """Unload every adapter version the engine holds, remove their folders (and the folder holding them, where the
+        policy made it), and let the engine go."""
         for _, name, folder in list(self._loaded.values()): self._retire(name, folder)
         self._loaded.clear()
         self._shutdown()
+        if self._owned: self._cleanup()
 
     # the engine's part
     def _register(self, name: str, uid: int, path: Path): raise NotImplementedError
