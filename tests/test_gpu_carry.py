@@ -1,4 +1,4 @@
-"""benchmarks/gpu_carry.py: the wheels a borrowed GPU machine lacks, downloaded here and installed into a fresh venv with no
+"""scripts/gpu_carry.py: the wheels a borrowed GPU machine lacks, downloaded here and installed into a fresh venv with no
 index and no dependencies, as the GPU machine installs them (its Python here is this one; the GPU machines' is 3.12)."""
 import json
 import subprocess
@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT/'benchmarks'))
+sys.path.insert(0, str(ROOT/'scripts'))
 import gpu_carry  # noqa: E402
 
 

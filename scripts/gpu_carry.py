@@ -9,9 +9,9 @@ versions installed here, and there installs those it lacks with `pip install --n
 itself from the working tree. gpu_check's bitsandbytes and vLLM sections say they are skipped there.
 
     # here (the registry reachable): about 40 MB
-    python benchmarks/gpu_carry.py download --out gpu-wheels [--interpreter /path/to/python3.12]
+    python scripts/gpu_carry.py download --out gpu-wheels [--interpreter /path/to/python3.12]
     # there, from the repository root (gpu-wheels carried), then the check:
-    python benchmarks/gpu_carry.py install --wheels gpu-wheels && python benchmarks/gpu_check.py --quick --json figures.json
+    python scripts/gpu_carry.py install --wheels gpu-wheels && python benchmarks/gpu_check.py --quick --json figures.json
 
 tests/test_gpu_carry.py downloads the wheels for this machine's Python and installs them into a fresh venv with no index.
 """
