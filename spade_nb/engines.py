@@ -119,13 +119,10 @@ class EnginePolicy(HFPolicy):
         self._loaded[role] = (version, name, folder)
         return name
 
-    def _retire(self, name: str, folder: Path):
-        self._unregister(name)
-        shutil.rmtree(folder, ignore_errors=True)
+    def _retire(self, name: str, folder: Path): self._unregister(name); shutil.rmtree(folder, ignore_errors=True)
 
     def close(self):
-        """Unload every adapter version the engine holds, remove their folders (and the folder holding them, where the
-        policy made it), and let the engine go."""
+        "Unload every adapter version the engine holds, remove their folders (and a temporary parent), let it go."
         for _, name, folder in list(self._loaded.values()): self._retire(name, folder)
         self._loaded.clear()
         self._shutdown()
