@@ -122,8 +122,8 @@ class EnginePolicy(HFPolicy):
     def _retire(self, name: str, folder: Path): self._unregister(name); shutil.rmtree(folder, ignore_errors=True)
 
     def close(self):
-        "Unload every adapter version the engine holds, remove their folders (and a temporary parent), let it go."
-        for _, name, folder in list(self._loaded.values()): self._retire(name, folder)
+        "Unload the adapters, let the engine go; a temporary adapter_dir goes (a named one keeps the last ones served)."
+        for _, name, _ in list(self._loaded.values()): self._unregister(name)
         self._loaded.clear()
         self._shutdown()
         if self._owned: self._cleanup()
