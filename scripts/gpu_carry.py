@@ -17,6 +17,7 @@ tests/test_gpu_carry.py downloads the wheels for this machine's Python and insta
 """
 import argparse
 import importlib.metadata as md
+import json
 import re
 import subprocess
 import sys
@@ -91,7 +92,7 @@ def install(wheels: Path, repo: Path | None = None, python: str = sys.executable
     have = subprocess.run([python, '-c', 'import importlib.metadata as m, json; '
                            'print(json.dumps(sorted({d.metadata["Name"] for d in m.distributions()})))'],
                           capture_output=True, text=True, check=True).stdout
-    have = {_norm(n) for n in __import__('json').loads(have)}
+    have = {_norm(n) for n in json.loads(have)}
     todo = [w for w in sorted(wheels.glob('*.whl')) if _dist_of(w) not in have]
     if todo:
         subprocess.run([python, '-m', 'pip', 'install', '-q', '--no-index', '--no-deps', *map(str, todo)], check=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .core import ConfigError
-from .selfplay import RunConfig, load_config
+from .selfplay import RunConfig, engine_targets, load_config, presets_dir
 
 # %% auto #0
 __all__ = ['server_argv', 'Proc', 'LaunchPlan', 'accelerate_config', 'trainer_proc', 'launch_plan', 'mount_of', 'shared_adapters',
@@ -58,7 +58,6 @@ def server_argv(cfg: RunConfig, port: int, *, host: str = '127.0.0.1', tensor_pa
     "The command line of one vLLM server of `cfg`'s model on `port`, with the in-process engine's settings."
     from spade_nb.engines import _vllm_kwargs
     from spade_nb.llm import model_path
-    from spade_nb.selfplay import engine_targets
     path = str(model_path(cfg.llm))
     kw = {k: v for k, v in _vllm_kwargs(engine_targets(cfg), path, device).items()
           if k not in ('model', 'seed', 'enable_sleep_mode')}  # a server only generates: it never sleeps for a trainer
@@ -106,7 +105,6 @@ def _devices(gpus: list[int], inherited: str | None = None) -> dict[str, str]:
 def accelerate_config(processes: int, gpus: bool) -> Path:
     """The shipped accelerate config for the training ranks (a user's default config would otherwise override which
     devices and how many processes they get): several GPUs, or one process (or CPU ranks under torchrun)."""
-    from spade_nb.selfplay import presets_dir
     return presets_dir()/'accelerate'/('one-node.yaml' if gpus and processes > 1 else 'one-process.yaml')
 
 def trainer_proc(cfg: RunConfig, config_args: list[str], run_dir: Path, *, resume: bool, urls: list[str],

@@ -228,7 +228,7 @@ def cuda_status(driver: str | None | Literal['read'] = 'read') -> str:
     need = _DRIVER_FOR_CUDA.get(int(built.split('.')[0]))
     return (f'torch {torch.__version__} is built for CUDA {built}, which needs NVIDIA driver >= {need or "?"}, and '
             f'this machine has {driver}: update the driver, or install a torch built for an older CUDA (README: '
-            '"Installing on a GPU machine")')
+            '"First contact with a GPU")')
 
 def _vllm_needs_cuda() -> bool:
     import importlib.metadata as md

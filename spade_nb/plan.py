@@ -173,17 +173,14 @@ def _kv_note(dims: ModelDims, role: GpuRole, tp: int, context: int, in_flight: i
 
 def _trainer_role(dims: ModelDims, cfg: RunConfig, n: int, cap: int, extra: dict | None = None) -> GpuRole:
     figs = {**rank_figures(dims, cfg.trainer, n), 'CUDA context': RUNTIME, **(extra or {})}
-    notes = [_checkpointing_note(dims, cfg.trainer)]
+    notes, whole = [_checkpointing_note(dims, cfg.trainer)], trainer_figures(dims, cfg.trainer)['weights']
     if cfg.trainer.sharding == 'fsdp2' and n > 1:
         notes.append(f'sharded over {n} ranks (FSDP2): each holds 1/{n} of the weights, the LoRA adapter, its '
                      'gradients and optimizer state')
-        whole = trainer_figures(dims, cfg.trainer)['weights']
         notes.append(f'loading: each rank reads the whole model on the CPU ({_gib(whole)} GiB of host memory, '
                      f'{_gib(n * whole)} GiB for the node) and moves it to its GPU a layer at a time as it shards it: '
                      f'the load peak on a GPU is {_gib(whole // n + whole // dims.layers)} GiB')
-    else:
-        whole = trainer_figures(dims, cfg.trainer)['weights']
-        notes.append(f'loading: the whole model goes to the GPU ({_gib(whole)} GiB), below the step peak')
+    else: notes.append(f'loading: the whole model goes to the GPU ({_gib(whole)} GiB), below the step peak')
     return GpuRole('train rank' if extra is None else 'shared GPU, training', n, figs, cap, notes)
 
 # %% ../nbs/18_plan.ipynb #c539725e
